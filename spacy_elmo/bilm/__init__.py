@@ -1,0 +1,14 @@
+"""ELMo's biLM in pure PyTorch (no spaCy or thinc imports)."""
+
+from .chars import BOS_TOKEN, EOS_TOKEN, CharIds, batch_to_ids
+from .lstm import LSTMState
+from .model import BiLM, BiLMOutput, StatefulBiLM, WordCache
+from .options import PRESETS, BiLMOptions, preset
+from .scalar_mix import ScalarMix
+from .weights import load_bilm, read_hdf5, resolve_paths, save_bilm, to_arrays, write_hdf5
+
+__all__ = [
+    "BOS_TOKEN", "EOS_TOKEN", "CharIds", "batch_to_ids", "LSTMState", "BiLM", "BiLMOutput",
+    "StatefulBiLM", "WordCache", "PRESETS", "BiLMOptions", "preset", "ScalarMix", "load_bilm",
+    "read_hdf5", "resolve_paths", "save_bilm", "to_arrays", "write_hdf5",
+]

@@ -1,0 +1,74 @@
+"""Tokens to byte-level character ids, exactly as the published ELMo models expect.
+
+Ids are the token's UTF-8 bytes (cut to `max_characters_per_token - 2`), framed by
+begin-word/end-word marks and padded; every id is shifted by +1 so that 0 marks a padded
+timestep. `<S>` and `</S>` map to the sentence-boundary characters.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+import numpy as np
+import torch
+
+BOS_CHAR = 256
+EOS_CHAR = 257
+BOW_CHAR = 258
+EOW_CHAR = 259
+PAD_CHAR = 260
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+
+
+def _boundary_row(char: int, max_chars: int) -> np.ndarray:
+    row = np.full(max_chars, PAD_CHAR + 1, dtype=np.int64)
+    row[:3] = (BOW_CHAR + 1, char + 1, EOW_CHAR + 1)
+    return row
+
+
+class CharIds:
+    """Maps tokens to shifted character-id rows; remembers recent tokens."""
+
+    def __init__(self, max_characters_per_token: int = 50, memo_size: int = 100_000) -> None:
+        self.max_chars = max_characters_per_token
+        self.max_bytes = max_characters_per_token - 2
+        self.bos = _boundary_row(BOS_CHAR, self.max_chars)
+        self.eos = _boundary_row(EOS_CHAR, self.max_chars)
+        self._memo: Dict[str, np.ndarray] = {BOS_TOKEN: self.bos, EOS_TOKEN: self.eos}
+        self._memo_size = memo_size
+
+    def token(self, token: str) -> np.ndarray:
+        """The (max_chars,) id row of one token (ids already shifted by +1)."""
+        row = self._memo.get(token)
+        if row is None:
+            data = token.encode("utf-8", errors="surrogatepass")[: self.max_bytes]
+            row = np.full(self.max_chars, PAD_CHAR + 1, dtype=np.int64)
+            row[0] = BOW_CHAR + 1
+            row[1 : 1 + len(data)] = np.frombuffer(data, dtype=np.uint8).astype(np.int64) + 1
+            row[1 + len(data)] = EOW_CHAR + 1
+            if len(self._memo) >= self._memo_size:
+                self._memo = {BOS_TOKEN: self.bos, EOS_TOKEN: self.eos}
+            self._memo[token] = row
+        return row
+
+    def batch(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """A (batch, max_len, max_chars) int64 tensor; padded timesteps are all zero."""
+        max_len = max((len(s) for s in sentences), default=0)
+        out = np.zeros((len(sentences), max_len, self.max_chars), dtype=np.int64)
+        for i, sentence in enumerate(sentences):
+            if len(sentence):
+                out[i, : len(sentence)] = np.stack([self.token(t) for t in sentence])
+        return torch.from_numpy(out)
+
+
+def batch_to_ids(sentences: Sequence[Sequence[str]], max_characters_per_token: int = 50
+                 ) -> torch.Tensor:
+    """Character ids of tokenized sentences: (batch, max_len, max_chars), 0 = padding."""
+    return CharIds(max_characters_per_token).batch(sentences)
+
+
+def truncated_tokens(tokens: Sequence[str], max_characters_per_token: int = 50) -> int:
+    """How many of `tokens` lose bytes to the per-token character budget."""
+    limit = max_characters_per_token - 2
+    return sum(len(t.encode("utf-8", errors="surrogatepass")) > limit for t in tokens)

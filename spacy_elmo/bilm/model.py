@@ -1,0 +1,190 @@
+"""The bidirectional language model: token encoder, two LSTM stacks, L+1 output layers."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ElmoError, Errors
+from .chars import BOS_CHAR, EOS_CHAR, _boundary_row
+from .encoder import CharCNNEncoder
+from .lstm import BiLSTMStack, LSTMState
+from .options import BiLMOptions
+
+
+@dataclass
+class BiLMOutput:
+    """layers: (L+1, batch, tokens, 2*proj), boundaries removed, zero at padding.
+    mask: (batch, tokens) bool, True for real tokens."""
+
+    layers: torch.Tensor
+    mask: torch.Tensor
+
+
+class WordCache:
+    """Token-encoder outputs keyed by a token's character ids.
+
+    Exact: a hit returns what the encoder computes for those ids now. Entries are dropped
+    whenever any encoder parameter is modified, replaced, moved or cast (tracked through the
+    tensors' version counters and storage), and the cache is bounded by `max_entries`.
+    """
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._entries: "OrderedDict[bytes, torch.Tensor]" = OrderedDict()
+        self._stamp: Optional[Tuple] = None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def lookup(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
+        """Encode (n, max_chars) ids, computing only the rows not seen before."""
+        stamp = tuple((p.data_ptr(), p._version, p.dtype, p.device)
+                      for p in encoder.parameters())
+        if stamp != self._stamp:
+            self._entries.clear()
+            self._stamp = stamp
+        unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        keys = [row.tobytes() for row in unique.cpu().numpy().astype(np.int16)]
+        missing = [i for i, key in enumerate(keys) if key not in self._entries]
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        if missing:
+            fresh = encoder(unique[missing])
+            for i, vec in zip(missing, fresh):
+                self._entries[keys[i]] = vec
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        vectors = torch.stack([self._entries[key] for key in keys])
+        return vectors[inverse]
+
+
+class BiLM(nn.Module):
+    """ELMo's biLM. `forward` is deterministic: every sentence starts from a zero state."""
+
+    def __init__(self, options: BiLMOptions, word_cache_size: int = 0) -> None:
+        super().__init__()
+        self.options = options
+        self.encoder = CharCNNEncoder(options)
+        self.lstm = BiLSTMStack(options)
+        C = options.max_characters_per_token
+        self.register_buffer("bos_ids", torch.from_numpy(_boundary_row(BOS_CHAR, C)),
+                             persistent=False)
+        self.register_buffer("eos_ids", torch.from_numpy(_boundary_row(EOS_CHAR, C)),
+                             persistent=False)
+        self.word_cache: Optional[WordCache] = (
+            WordCache(word_cache_size) if word_cache_size > 0 else None)
+
+    def set_dropout(self, rate: float) -> None:
+        self.lstm.dropout.p = rate
+
+    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Context-independent vectors of (n, max_chars) ids -> (n, proj)."""
+        if (self.word_cache is not None and not torch.is_grad_enabled()
+                and char_ids.shape[0] > 0):
+            return self.word_cache.lookup(self.encoder, char_ids)
+        return self.encoder(char_ids)
+
+    def embed_sequence(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(batch, steps, chars) ids -> token vectors (batch, steps, proj), zero at padding,
+        and the lengths (batch,)."""
+        self._check_ids(char_ids)
+        mask = (char_ids > 0).any(-1)
+        flat = self.encode_tokens(char_ids[mask])
+        x = flat.new_zeros(char_ids.shape[0], char_ids.shape[1], flat.shape[-1])
+        x[mask] = flat
+        return x, mask.sum(-1)
+
+    def add_boundaries(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Put `<S>` before and `</S>` after every row's real tokens."""
+        self._check_ids(char_ids)
+        rows, steps, chars = char_ids.shape
+        lengths = (char_ids > 0).any(-1).sum(-1)
+        out = char_ids.new_zeros(rows, steps + 2, chars)
+        out[:, 1 : steps + 1] = char_ids
+        out[:, 0] = self.bos_ids
+        out[torch.arange(rows, device=char_ids.device), lengths + 1] = self.eos_ids
+        return out
+
+    def forward(self, char_ids: torch.Tensor, state: Optional[LSTMState] = None
+                ) -> BiLMOutput:
+        return self.run(char_ids, state)[0]
+
+    def run(self, char_ids: torch.Tensor, state: Optional[LSTMState] = None
+            ) -> Tuple[BiLMOutput, LSTMState]:
+        """(batch, tokens, chars) shifted ids without boundaries -> outputs, final state."""
+        with_bounds = self.add_boundaries(char_ids)
+        x, lengths = self.embed_sequence(with_bounds)
+        reverse = reverse_index(lengths, x.shape[1])
+        x_bwd = x.gather(1, reverse[:, :, None].expand_as(x))
+        layer_outs, final = self.lstm(x, x_bwd, lengths, state)
+        rows, steps = char_ids.shape[:2]
+        layers: List[torch.Tensor] = [torch.cat([x, x], dim=-1)]
+        for out in layer_outs:
+            bwd = out[1].gather(1, reverse[:, :, None].expand_as(out[1]))
+            layers.append(torch.cat([out[0], bwd], dim=-1))
+        stacked = torch.stack(layers)[:, :, 1 : steps + 1]
+        mask = (char_ids > 0).any(-1)
+        stacked = stacked * mask[None, :, :, None].to(stacked.dtype)
+        return BiLMOutput(stacked, mask), final
+
+    def _check_ids(self, char_ids: torch.Tensor) -> None:
+        C = self.options.max_characters_per_token
+        if (char_ids.dim() != 3 or char_ids.shape[-1] != C
+                or char_ids.dtype not in (torch.int64, torch.int32)):
+            raise ElmoError(Errors.E013.format(n_chars=C, shape=tuple(char_ids.shape),
+                                               dtype=char_ids.dtype))
+
+
+def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """(rows, steps) gather index that reverses each row's first `lengths[r]` steps."""
+    t = torch.arange(steps, device=lengths.device)[None, :]
+    n = lengths[:, None]
+    return torch.where(t < n, n - 1 - t, t)
+
+
+class StatefulBiLM:
+    """The reference stateful mode of AllenNLP and bilm-tf.
+
+    Each batch row keeps the final LSTM state of the same row in the previous call; rows
+    absent from a smaller batch keep theirs. `reset_state()` starts over.
+    """
+
+    def __init__(self, bilm: BiLM, max_rows: int = 4096) -> None:
+        self.bilm = bilm
+        self.max_rows = max_rows
+        self._state: Optional[LSTMState] = None
+
+    def reset_state(self) -> None:
+        self._state = None
+
+    def __call__(self, char_ids: torch.Tensor) -> BiLMOutput:
+        rows = char_ids.shape[0]
+        if rows > self.max_rows:
+            raise ElmoError(Errors.E014.format(max_rows=self.max_rows, rows=rows))
+        if self._state is None or self._state.h.shape[2] < rows:
+            fresh = LSTMState.zeros(self.bilm.options, rows, char_ids.device,
+                                    self.bilm.encoder.projection.weight.dtype)
+            if self._state is not None:
+                old = self._state.h.shape[2]
+                fresh.h[:, :, :old] = self._state.h
+                fresh.c[:, :, :old] = self._state.c
+            self._state = fresh
+        state = LSTMState(self._state.h[:, :, :rows], self._state.c[:, :, :rows])
+        output, final = self.bilm.run(char_ids, state)
+        self._state.h[:, :, :rows] = final.h.detach()
+        self._state.c[:, :, :rows] = final.c.detach()
+        return output
+
+    def state_dict(self) -> Dict[str, torch.Tensor]:
+        return {} if self._state is None else {"h": self._state.h, "c": self._state.c}

@@ -1,0 +1,181 @@
+"""The biLM's hyper-parameters, read from and written to the bilm-tf `options.json` layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, List, Tuple, Union
+
+from ..errors import ElmoError, Errors, Warnings
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+PUBLISHED_FILTERS: List[Tuple[int, int]] = [
+    (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
+]
+
+
+@dataclass(frozen=True)
+class BiLMOptions:
+    """Everything that fixes the shapes and the maths of a biLM."""
+
+    lstm_dim: int = 4096
+    projection_dim: int = 512
+    n_layers: int = 2
+    cell_clip: float = 3.0
+    proj_clip: float = 3.0
+    use_skip_connections: bool = True
+    char_embed_dim: int = 16
+    filters: Tuple[Tuple[int, int], ...] = tuple(PUBLISHED_FILTERS)
+    n_highway: int = 2
+    activation: str = "relu"
+    max_characters_per_token: int = 50
+    n_characters: int = 262
+    extra: Dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, key: str, what: str, value: Any) -> None:
+            if not ok:
+                raise ElmoError(Errors.E007.format(key=key, what=what, value=value))
+
+        for key in ("lstm_dim", "projection_dim", "n_layers", "char_embed_dim"):
+            value = getattr(self, key)
+            check(isinstance(value, int) and value > 0, key, "a positive integer", value)
+        check(isinstance(self.n_highway, int) and self.n_highway >= 0, "n_highway",
+              "an integer >= 0", self.n_highway)
+        check(self.activation in ("relu", "tanh"), "char_cnn.activation", "'relu' or 'tanh'",
+              self.activation)
+        check(len(self.filters) > 0 and all(len(f) == 2 and f[0] > 0 and f[1] > 0
+                                            for f in self.filters),
+              "char_cnn.filters", "a non-empty list of [width, n_filters] pairs", self.filters)
+        max_width = max(w for w, _ in self.filters)
+        check(isinstance(self.max_characters_per_token, int)
+              and self.max_characters_per_token >= max(3, max_width),
+              "char_cnn.max_characters_per_token",
+              f"an integer >= 3 and >= the widest filter ({max_width})",
+              self.max_characters_per_token)
+        if self.n_characters not in (261, 262):
+            raise ElmoError(Errors.E006.format(value=self.n_characters))
+        check(self.cell_clip is None or self.cell_clip > 0, "lstm.cell_clip",
+              "a positive number", self.cell_clip)
+        check(self.proj_clip is None or self.proj_clip > 0, "lstm.proj_clip",
+              "a positive number", self.proj_clip)
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters)
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every output layer (forward and backward halves concatenated)."""
+        return 2 * self.projection_dim
+
+    @property
+    def n_output_layers(self) -> int:
+        """L + 1: the token layer and one per LSTM layer."""
+        return self.n_layers + 1
+
+    @property
+    def max_token_bytes(self) -> int:
+        return self.max_characters_per_token - 2
+
+    def to_json_dict(self) -> Dict[str, Any]:
+        """The bilm-tf `options.json` layout (n_characters always 262)."""
+        data: Dict[str, Any] = dict(self.extra)
+        data["lstm"] = {
+            "dim": self.lstm_dim,
+            "projection_dim": self.projection_dim,
+            "n_layers": self.n_layers,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "use_skip_connections": self.use_skip_connections,
+        }
+        data["char_cnn"] = {
+            "activation": self.activation,
+            "embedding": {"dim": self.char_embed_dim},
+            "filters": [list(f) for f in self.filters],
+            "max_characters_per_token": self.max_characters_per_token,
+            "n_characters": 262,
+            "n_highway": self.n_highway,
+        }
+        return data
+
+    @classmethod
+    def from_json_dict(cls, data: Dict[str, Any], source: str = "<options>") -> "BiLMOptions":
+        def get(section: str, key: str, default: Any = ...) -> Any:
+            sec = data.get(section)
+            if not isinstance(sec, dict) or key not in sec:
+                if default is not ...:
+                    return default
+                raise ElmoError(Errors.E005.format(path=source, key=f"{section}.{key}"))
+            return sec[key]
+
+        n_characters = get("char_cnn", "n_characters", 262)
+        if n_characters == 261:
+            warnings.warn(Warnings.W001)
+            n_characters = 262
+        embedding = get("char_cnn", "embedding")
+        if not isinstance(embedding, dict) or "dim" not in embedding:
+            raise ElmoError(Errors.E005.format(path=source, key="char_cnn.embedding.dim"))
+        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
+        return cls(
+            lstm_dim=get("lstm", "dim"),
+            projection_dim=get("lstm", "projection_dim"),
+            n_layers=get("lstm", "n_layers"),
+            cell_clip=get("lstm", "cell_clip", None),
+            proj_clip=get("lstm", "proj_clip", None),
+            use_skip_connections=bool(get("lstm", "use_skip_connections", False)),
+            char_embed_dim=embedding["dim"],
+            filters=tuple(tuple(f) for f in get("char_cnn", "filters")),  # type: ignore[misc]
+            n_highway=get("char_cnn", "n_highway"),
+            activation=get("char_cnn", "activation", "relu"),
+            max_characters_per_token=get("char_cnn", "max_characters_per_token", 50),
+            n_characters=n_characters,
+            extra=extra,
+        )
+
+    @classmethod
+    def from_file(cls, path: PathLike) -> "BiLMOptions":
+        path = Path(path)
+        if path.is_dir():
+            if not (path / "options.json").exists():
+                raise ElmoError(Errors.E008.format(path=path, name="options.json"))
+            path = path / "options.json"
+        if not path.exists():
+            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ElmoError(Errors.E002.format(path=path, kind="JSON options", err=err)) from err
+        if not isinstance(data, dict):
+            raise ElmoError(Errors.E002.format(path=path, kind="JSON options",
+                                               err="the top level is not an object"))
+        return cls.from_json_dict(data, source=str(path))
+
+    def to_file(self, path: PathLike) -> None:
+        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n", encoding="utf-8")
+
+    def replace(self, **changes: Any) -> "BiLMOptions":
+        return replace(self, **changes)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+PRESETS: Dict[str, BiLMOptions] = {
+    "tiny": BiLMOptions(lstm_dim=256, projection_dim=64, n_highway=1, char_embed_dim=8,
+                        filters=((1, 16), (2, 16), (3, 32), (4, 64), (5, 128))),
+    "small": BiLMOptions(lstm_dim=1024, projection_dim=128, n_highway=1),
+    "medium": BiLMOptions(lstm_dim=2048, projection_dim=256, n_highway=1),
+    "original": BiLMOptions(lstm_dim=4096, projection_dim=512, n_highway=2),
+}
+
+
+def preset(name: str, **changes: Any) -> BiLMOptions:
+    """Options of a named model size (`tiny`, `small`, `medium`, `original`)."""
+    if name not in PRESETS:
+        raise ElmoError(Errors.E012.format(value=name, name="preset", choices=sorted(PRESETS)))
+    return PRESETS[name].replace(**changes) if changes else PRESETS[name]

@@ -1,0 +1,207 @@
+"""Read and write the published bilm-tf / AllenNLP weights layout (`weights.hdf5`)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterator, Optional, Tuple, Union
+
+import h5py
+import numpy as np
+import torch
+
+from ..errors import ElmoError, Errors
+from .model import BiLM
+from .options import BiLMOptions
+
+PathLike = Union[str, "os.PathLike[str]"]
+WEIGHTS_NAME = "weights.hdf5"
+OPTIONS_NAME = "options.json"
+
+
+def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
+                  ) -> Tuple[Path, Path]:
+    """(options, weights) from a weights file (+ options file) or a directory with both."""
+    weights = Path(weights)
+    if weights.is_dir():
+        directory = weights
+        weights = directory / WEIGHTS_NAME
+        if not weights.exists():
+            raise ElmoError(Errors.E008.format(path=directory, name=WEIGHTS_NAME))
+        if options is None:
+            options = directory / OPTIONS_NAME
+    if options is None:
+        options = weights.with_name(OPTIONS_NAME)
+    options = Path(options)
+    for path in (weights, options):
+        if not path.exists():
+            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    return options, weights
+
+
+def _hdf5_names(options: BiLMOptions) -> Iterator[Tuple[str, Tuple[int, ...]]]:
+    """Every dataset of the layout with its expected shape."""
+    o = options
+    yield "char_embed", (261, o.char_embed_dim)
+    for i, (width, n) in enumerate(o.filters):
+        yield f"CNN/W_cnn_{i}", (1, width, o.char_embed_dim, n)
+        yield f"CNN/b_cnn_{i}", (n,)
+    F = o.n_filters
+    for k in range(o.n_highway):
+        for name in ("carry", "transform"):
+            yield f"CNN_high_{k}/W_{name}", (F, F)
+            yield f"CNN_high_{k}/b_{name}", (F,)
+    yield "CNN_proj/W_proj", (F, o.projection_dim)
+    yield "CNN_proj/b_proj", (o.projection_dim,)
+    for d in range(2):
+        for layer in range(o.n_layers):
+            prefix = _cell_prefix(d, layer)
+            yield f"{prefix}/W_0", (2 * o.projection_dim, 4 * o.lstm_dim)
+            yield f"{prefix}/B", (4 * o.lstm_dim,)
+            yield f"{prefix}/W_P_0", (o.lstm_dim, o.projection_dim)
+
+
+def _cell_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
+    """All datasets of a weights file, checked against the options' shapes."""
+    path = Path(path)
+    if not path.exists():
+        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    arrays: Dict[str, np.ndarray] = {}
+    try:
+        with h5py.File(path, "r") as f:
+            for name, shape in _hdf5_names(options):
+                if name not in f:
+                    hint = ("Is it an AllenNLP model archive or a PyTorch checkpoint? Export "
+                            "it with `spacy-elmo export`." if "char_embed" not in f else
+                            "The options may describe a different model (layers, highway).")
+                    raise ElmoError(Errors.E003.format(path=path, name=name, hint=hint))
+                data = f[name]
+                if tuple(data.shape) != shape:
+                    raise ElmoError(Errors.E004.format(name=name, path=path,
+                                                       found=tuple(data.shape), expected=shape))
+                arrays[name] = np.asarray(data[...], dtype=np.float32)
+    except ElmoError:
+        raise
+    except (OSError, KeyError, ValueError) as err:
+        raise ElmoError(Errors.E002.format(path=path, kind="an HDF5 weights file",
+                                           err=err)) from err
+    return arrays
+
+
+def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
+    """Copy bilm-tf arrays into a BiLM's parameters (in place)."""
+    o = bilm.options
+    enc = bilm.encoder
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    with torch.no_grad():
+        enc.char_embedding.weight.zero_()
+        enc.char_embedding.weight[1:].copy_(t(arrays["char_embed"]))
+        enc.conv_weight.zero_()
+        start = 0
+        for i, (width, n) in enumerate(o.filters):
+            w = arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)  # (n, dim, width)
+            enc.conv_weight[start : start + n, :, :width].copy_(t(w))
+            enc.conv_bias[start : start + n].copy_(t(arrays[f"CNN/b_cnn_{i}"]))
+            start += n
+        F = o.n_filters
+        for k, hw in enumerate(enc.highways):
+            hw.weight[:F].copy_(t(arrays[f"CNN_high_{k}/W_transform"].T))
+            hw.weight[F:].copy_(t(arrays[f"CNN_high_{k}/W_carry"].T))
+            hw.bias[:F].copy_(t(arrays[f"CNN_high_{k}/b_transform"]))
+            hw.bias[F:].copy_(t(arrays[f"CNN_high_{k}/b_carry"]))
+        enc.projection.weight.copy_(t(arrays["CNN_proj/W_proj"].T))
+        enc.projection.bias.copy_(t(arrays["CNN_proj/b_proj"]))
+        P, H = o.projection_dim, o.lstm_dim
+        for layer_idx, layer in enumerate(bilm.lstm.layers):
+            for d in range(2):
+                prefix = _cell_prefix(d, layer_idx)
+                w0 = arrays[f"{prefix}/W_0"]
+                bias = arrays[f"{prefix}/B"].copy()
+                bias[2 * H : 3 * H] += 1.0  # TF's forget bias, not stored
+                layer.w_input[d].copy_(t(w0[:P]))
+                layer.w_hidden[d].copy_(t(w0[P:]))
+                layer.bias[d].copy_(t(bias))
+                layer.w_proj[d].copy_(t(arrays[f"{prefix}/W_P_0"]))
+
+
+def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
+    """A BiLM's parameters in the bilm-tf layout (the inverse of `load_into`)."""
+    o = bilm.options
+    enc = bilm.encoder
+
+    def a(x: torch.Tensor) -> np.ndarray:
+        return np.ascontiguousarray(x.detach().float().cpu().numpy())
+
+    arrays: Dict[str, np.ndarray] = {"char_embed": a(enc.char_embedding.weight[1:])}
+    start = 0
+    for i, (width, n) in enumerate(o.filters):
+        w = a(enc.conv_weight[start : start + n, :, :width])  # (n, dim, width)
+        arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(w.transpose(2, 1, 0)[None])
+        arrays[f"CNN/b_cnn_{i}"] = a(enc.conv_bias[start : start + n])
+        start += n
+    F = o.n_filters
+    for k, hw in enumerate(enc.highways):
+        arrays[f"CNN_high_{k}/W_transform"] = a(hw.weight[:F].T)
+        arrays[f"CNN_high_{k}/W_carry"] = a(hw.weight[F:].T)
+        arrays[f"CNN_high_{k}/b_transform"] = a(hw.bias[:F])
+        arrays[f"CNN_high_{k}/b_carry"] = a(hw.bias[F:])
+    arrays["CNN_proj/W_proj"] = a(enc.projection.weight.T)
+    arrays["CNN_proj/b_proj"] = a(enc.projection.bias)
+    H = o.lstm_dim
+    for layer_idx, layer in enumerate(bilm.lstm.layers):
+        for d in range(2):
+            prefix = _cell_prefix(d, layer_idx)
+            arrays[f"{prefix}/W_0"] = np.concatenate([a(layer.w_input[d]),
+                                                      a(layer.w_hidden[d])])
+            bias = a(layer.bias[d]).copy()
+            bias[2 * H : 3 * H] -= 1.0
+            arrays[f"{prefix}/B"] = bias
+            arrays[f"{prefix}/W_P_0"] = a(layer.w_proj[d])
+    return arrays
+
+
+def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
+    """Write datasets atomically (temp file in the same directory, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".hdf5", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, value in arrays.items():
+                f.create_dataset(name, data=value)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise ElmoError(Errors.E009.format(path=path, err=err)) from err
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_bilm(weights: PathLike, options: Optional[PathLike] = None,
+              word_cache_size: int = 0) -> BiLM:
+    """A BiLM with published-layout weights: a weights file (+ options) or a directory."""
+    options_path, weights_path = resolve_paths(weights, options)
+    opts = BiLMOptions.from_file(options_path)
+    bilm = BiLM(opts, word_cache_size=word_cache_size)
+    load_into(bilm, read_hdf5(weights_path, opts))
+    return bilm.eval()
+
+
+def save_bilm(bilm: BiLM, directory: PathLike) -> Tuple[Path, Path]:
+    """Write `options.json` + `weights.hdf5` into a directory; returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    weights_path = directory / WEIGHTS_NAME
+    options_path = directory / OPTIONS_NAME
+    write_hdf5(weights_path, to_arrays(bilm))
+    bilm.options.to_file(options_path)
+    return options_path, weights_path
