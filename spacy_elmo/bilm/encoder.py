@@ -22,19 +22,17 @@ class CharCNNEncoder(nn.Module):
         o = options
         self.char_embedding = nn.Embedding(o.n_characters, o.char_embed_dim, padding_idx=0)
         self.max_width = max(w for w, _ in o.filters)
-        n = o.n_filters
-        self.conv_weight = nn.Parameter(torch.zeros(n, o.char_embed_dim, self.max_width))
-        self.conv_bias = nn.Parameter(torch.zeros(n))
-        widths = torch.cat([torch.full((k,), w) for w, k in o.filters])
+        self.conv_weights = nn.ParameterList(
+            nn.Parameter(torch.empty(n, o.char_embed_dim, w)) for w, n in o.filters)
+        self.conv_biases = nn.ParameterList(nn.Parameter(torch.zeros(n)) for _, n in o.filters)
+        widths = torch.cat([torch.full((n,), w) for w, n in o.filters])
         n_pos = o.max_characters_per_token
-        # valid[f, p]: window p lies inside the token for filter f
         valid = torch.arange(n_pos)[None, :] <= (n_pos - widths)[:, None]
         self.register_buffer("invalid_positions", ~valid, persistent=False)
-        self.register_buffer("kernel_mask", (torch.arange(self.max_width)[None, :]
-                                             < widths[:, None]).float(), persistent=False)
-        # highway: rows [0, n) are the transform, rows [n, 2n) the carry gate
-        self.highways = nn.ModuleList(nn.Linear(n, 2 * n) for _ in range(o.n_highway))
-        self.projection = nn.Linear(n, o.projection_dim)
+        # highway: rows [0, F) are the transform, rows [F, 2F) the carry gate
+        self.highways = nn.ModuleList(nn.Linear(o.n_filters, 2 * o.n_filters)
+                                      for _ in range(o.n_highway))
+        self.projection = nn.Linear(o.n_filters, o.projection_dim)
         self.activation = torch.relu if o.activation == "relu" else torch.tanh
         self.reset_parameters()
 
@@ -42,12 +40,11 @@ class CharCNNEncoder(nn.Module):
         nn.init.uniform_(self.char_embedding.weight, -1.0, 1.0)
         with torch.no_grad():
             self.char_embedding.weight[0].zero_()
-        start = 0
-        for width, k in self.options.filters:
-            bound = (1.0 / (self.options.char_embed_dim * width)) ** 0.5
-            nn.init.uniform_(self.conv_weight[start : start + k, :, :width], -bound, bound)
-            start += k
-        nn.init.zeros_(self.conv_bias)
+        for weight in self.conv_weights:
+            bound = (1.0 / (weight.shape[1] * weight.shape[2])) ** 0.5
+            nn.init.uniform_(weight, -bound, bound)
+        for bias in self.conv_biases:
+            nn.init.zeros_(bias)
         n = self.options.n_filters
         for hw in self.highways:
             nn.init.normal_(hw.weight, std=(1.0 / n) ** 0.5)
@@ -60,10 +57,12 @@ class CharCNNEncoder(nn.Module):
         n = self.options.n_filters
         x = self.char_embedding(char_ids).transpose(1, 2)  # (N, dim, chars)
         x = F.pad(x, (0, self.max_width - 1))
-        weight = self.conv_weight * self.kernel_mask[:, None, :]
+        weight = torch.cat([F.pad(w, (0, self.max_width - w.shape[-1]))
+                            for w in self.conv_weights])
         conv = F.conv1d(x, weight)  # (N, n_filters, chars)
         conv = conv.masked_fill(self.invalid_positions, float("-inf"))
-        h = self.activation(conv.max(dim=-1).values + self.conv_bias)
+        bias = torch.cat(list(self.conv_biases))
+        h = self.activation(conv.max(dim=-1).values + bias)
         for hw in self.highways:
             both = hw(h)
             carry = torch.sigmoid(both[:, n:])

@@ -3,7 +3,8 @@
 Both directions run together: every parameter holds the forward and the backward
 direction stacked on its first axis. The input projections of all timesteps are one matmul;
 rows are processed longest-first so that each timestep touches only the rows still running.
-Gates are in TensorFlow's order (i, j, f, o) with the forget bias folded into the bias.
+Gates are in TensorFlow's order (i, j, f, o); `bias` is TensorFlow's `B`, and the constant
+forget bias of 1.0 (which bilm-tf does not store) is added at run time.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class ProjectedLSTMLayer(nn.Module):
         self.w_hidden = nn.Parameter(torch.empty(2, P, 4 * H))
         self.bias = nn.Parameter(torch.empty(2, 4 * H))
         self.w_proj = nn.Parameter(torch.empty(2, H, P))
+        forget = torch.zeros(4 * H)
+        forget[2 * H : 3 * H] = 1.0
+        self.register_buffer("forget_bias", forget, persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -56,9 +60,7 @@ class ProjectedLSTMLayer(nn.Module):
         bound = (6.0 / (self.input_dim + self.w_hidden.shape[1] + 4 * H)) ** 0.5
         nn.init.uniform_(self.w_input, -bound, bound)
         nn.init.uniform_(self.w_hidden, -bound, bound)
-        with torch.no_grad():
-            self.bias.zero_()
-            self.bias[:, 2 * H : 3 * H] = 1.0  # forget bias
+        nn.init.zeros_(self.bias)
         nn.init.uniform_(self.w_proj, -(3.0 / H) ** 0.5, (3.0 / H) ** 0.5)
 
     def forward(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
@@ -70,7 +72,8 @@ class ProjectedLSTMLayer(nn.Module):
         """
         _, steps, rows, _ = x.shape
         H = self.w_proj.shape[1]
-        gates_x = torch.baddbmm(self.bias[:, None, :], x.reshape(2, steps * rows, -1),
+        bias = (self.bias + self.forget_bias)[:, None, :]
+        gates_x = torch.baddbmm(bias, x.reshape(2, steps * rows, -1),
                                 self.w_input).view(2, steps, rows, 4 * H)
         h, c = h0, c0
         outputs: List[torch.Tensor] = []

@@ -63,9 +63,12 @@ class WordCache:
             fresh = encoder(unique[missing])
             for i, vec in zip(missing, fresh):
                 self._entries[keys[i]] = vec
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        else:
+            for key in keys:
+                self._entries.move_to_end(key)
         vectors = torch.stack([self._entries[key] for key in keys])
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
         return vectors[inverse]
 
 

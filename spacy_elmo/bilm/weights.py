@@ -104,13 +104,9 @@ def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
     with torch.no_grad():
         enc.char_embedding.weight.zero_()
         enc.char_embedding.weight[1:].copy_(t(arrays["char_embed"]))
-        enc.conv_weight.zero_()
-        start = 0
-        for i, (width, n) in enumerate(o.filters):
-            w = arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)  # (n, dim, width)
-            enc.conv_weight[start : start + n, :, :width].copy_(t(w))
-            enc.conv_bias[start : start + n].copy_(t(arrays[f"CNN/b_cnn_{i}"]))
-            start += n
+        for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
+            weight.copy_(t(arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)))  # (n, dim, width)
+            bias.copy_(t(arrays[f"CNN/b_cnn_{i}"]))
         F = o.n_filters
         for k, hw in enumerate(enc.highways):
             hw.weight[:F].copy_(t(arrays[f"CNN_high_{k}/W_transform"].T))
@@ -119,16 +115,14 @@ def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
             hw.bias[F:].copy_(t(arrays[f"CNN_high_{k}/b_carry"]))
         enc.projection.weight.copy_(t(arrays["CNN_proj/W_proj"].T))
         enc.projection.bias.copy_(t(arrays["CNN_proj/b_proj"]))
-        P, H = o.projection_dim, o.lstm_dim
+        P = o.projection_dim
         for layer_idx, layer in enumerate(bilm.lstm.layers):
             for d in range(2):
                 prefix = _cell_prefix(d, layer_idx)
                 w0 = arrays[f"{prefix}/W_0"]
-                bias = arrays[f"{prefix}/B"].copy()
-                bias[2 * H : 3 * H] += 1.0  # TF's forget bias, not stored
                 layer.w_input[d].copy_(t(w0[:P]))
                 layer.w_hidden[d].copy_(t(w0[P:]))
-                layer.bias[d].copy_(t(bias))
+                layer.bias[d].copy_(t(arrays[f"{prefix}/B"]))
                 layer.w_proj[d].copy_(t(arrays[f"{prefix}/W_P_0"]))
 
 
@@ -141,12 +135,9 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
         return np.ascontiguousarray(x.detach().float().cpu().numpy())
 
     arrays: Dict[str, np.ndarray] = {"char_embed": a(enc.char_embedding.weight[1:])}
-    start = 0
-    for i, (width, n) in enumerate(o.filters):
-        w = a(enc.conv_weight[start : start + n, :, :width])  # (n, dim, width)
-        arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(w.transpose(2, 1, 0)[None])
-        arrays[f"CNN/b_cnn_{i}"] = a(enc.conv_bias[start : start + n])
-        start += n
+    for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
+        arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(a(weight).transpose(2, 1, 0)[None])
+        arrays[f"CNN/b_cnn_{i}"] = a(bias)
     F = o.n_filters
     for k, hw in enumerate(enc.highways):
         arrays[f"CNN_high_{k}/W_transform"] = a(hw.weight[:F].T)
@@ -155,15 +146,12 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
         arrays[f"CNN_high_{k}/b_carry"] = a(hw.bias[F:])
     arrays["CNN_proj/W_proj"] = a(enc.projection.weight.T)
     arrays["CNN_proj/b_proj"] = a(enc.projection.bias)
-    H = o.lstm_dim
     for layer_idx, layer in enumerate(bilm.lstm.layers):
         for d in range(2):
             prefix = _cell_prefix(d, layer_idx)
             arrays[f"{prefix}/W_0"] = np.concatenate([a(layer.w_input[d]),
                                                       a(layer.w_hidden[d])])
-            bias = a(layer.bias[d]).copy()
-            bias[2 * H : 3 * H] -= 1.0
-            arrays[f"{prefix}/B"] = bias
+            arrays[f"{prefix}/B"] = a(layer.bias[d])
             arrays[f"{prefix}/W_P_0"] = a(layer.w_proj[d])
     return arrays
 
