@@ -39,6 +39,62 @@ class Errors:
     E014 = ("Stateful mode needs at most {max_rows} rows per batch (the state was made for that "
             "many); got {rows}. Call reset_state() or create the runner with more rows.")
     E015 = "--gpu-id {gpu_id} was given, but torch sees no CUDA device. Drop --gpu-id to run on CPU."
+    # Embedding files (spacy-elmo embed / info)
+    E020 = "{name} must be a positive integer, got {value!r}."
+    E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
+            "piece (it feeds whole lines, as the reference does). Drop --stateful to run long "
+            "lines in overlapping windows, raise --window, or split the line.")
+    E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
+    E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
+            "(ids 0..{last}).")
+    # Pretraining (E100-E149)
+    E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
+            "globs or directories of .txt/.gz/.xz files.")
+    E101 = ("The corpus {paths} holds no usable text{detail}. Check the files are UTF-8 text "
+            "with one sentence or paragraph per line.")
+    E102 = ("The vocabulary has {n_vocab} entries, but the sampled softmax draws {n_negatives} "
+            "negatives from it. Lower 'n_negatives' below {n_vocab} or use a larger corpus.")
+    E103 = ("The dev file(s) {paths} contain no in-vocabulary words ({n_tokens} tokens, all "
+            "<UNK>), so perplexity would be meaningless. Use dev text in the training language.")
+    E104 = ("The options given ({key} = {given!r}) do not match the --init-weights model "
+            "({key} = {found!r}). Drop the size options, or use the options.json of the weights.")
+    E105 = ("Cannot resume: the run in '{path}' was made with {key} = {found!r}, but this "
+            "command asks for {given!r}. Use the run's settings, or start a new output directory.")
+    E106 = ("The output directory '{path}' already holds a {what}. Pass --resume to continue "
+            "it, --overwrite to replace it, or choose another directory.")
+    E107 = "--resume was given, but '{path}' holds no checkpoint ('{name}'). Drop --resume."
+    E108 = ("'{path}' is not a pretraining checkpoint ({err}). Pass the run directory or its "
+            "'checkpoint.pt'.")
+    E109 = ("Could not write the checkpoint '{path}': {err}. The previous checkpoint is left "
+            "intact.")
+    E110 = ("The checkpoint was written by {found} process(es), but this run has {given}. "
+            "Resume with the same number of processes (torchrun --nproc_per_node {found}).")
+    E111 = "Pretraining config '{path}' has unknown key(s) {keys}; known keys: {known}."
+    E112 = "Pretraining setting {key} must be {what}, got {value!r}."
+    E113 = ("No training corpus was given. Pass text files (or set 'train' in the --config "
+            "file).")
+    E114 = ("spaCy has no language {lang!r} for tokenization ({err}). Use a spaCy language "
+            "code such as 'en' or 'zh', or 'whitespace' for pre-tokenized text.")
+    # spaCy pipeline (E050-E079)
+    E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
+            "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
+            "options.json + weights.hdf5).")
+    E051 = ("The `elmo` component has no 'weights' configured and no bundled English biLM is "
+            "installed. Set it, e.g. nlp.add_pipe('elmo', config={{'weights': "
+            "'path/to/dir_or_weights.hdf5'}}).")
+    E052 = ("An ELMo listener in component '{name}' found no upstream `elmo` component "
+            "(upstream = '{upstream}'). Add an `elmo` component before '{name}' in the "
+            "pipeline, or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
+    E053 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
+            "{expected}). The `elmo` component must run before its listeners in the same "
+            "update; do not list it in [training] frozen_components with listeners that "
+            "fine-tune it (grad_factor > 0).")
+    E054 = ("ELMo listener: the upstream ELMo width is not known yet. Initialize the `elmo` "
+            "component first (nlp.initialize() does it in pipeline order).")
+    E055 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
+    E056 = ("The biLM in '{path}' gives {found}-wide vectors with {found_layers} layers, but "
+            "this pipeline was trained with {expected}-wide vectors and {expected_layers} "
+            "layers. Use the weights the pipeline was trained with.")
 
 
 class Warnings:

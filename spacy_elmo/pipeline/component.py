@@ -1,0 +1,202 @@
+"""The `elmo` pipeline component: runs the biLM once per batch for all its listeners."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer
+from thinc.types import Floats3d
+
+from ..errors import ElmoError, Errors
+from .elmo_model import has_bilm
+from .extensions import register_extensions, set_vector_hooks
+from .listener import ElmoListener
+from .loading import load_weights_into
+
+DEFAULT_MODEL = Config().from_str("""
+[model]
+@architectures = "spacy-elmo.ElmoModel.v1"
+batch_size = 64
+max_sentence_tokens = 100
+word_cache_size = 50000
+output_cache_mb = 512
+dropout = 0.0
+""")["model"]
+
+
+@Language.factory(
+    "elmo",
+    assigns=["doc._.elmo", "doc._.elmo_layers"],
+    default_config={"model": DEFAULT_MODEL, "weights": None, "options": None,
+                    "store_layers": False, "set_vector_hooks": True, "mix_weights": None,
+                    "gamma": 1.0},
+)
+def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
+              weights: Optional[str], options: Optional[str], store_layers: bool,
+              set_vector_hooks: bool, mix_weights: Optional[List[float]], gamma: float
+              ) -> "ElmoComponent":
+    """ELMo vectors on `doc._.elmo` (and all layers on `doc._.elmo_layers`).
+
+    weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, or a URL;
+    None uses the bundled small English biLM. options: options.json when it is not beside
+    the weights. store_layers: keep all L+1 layers on every doc (memory: (L+1) * width * 4
+    bytes per token). set_vector_hooks: make token/span/doc `.vector` and `.similarity()`
+    use ELMo. mix_weights: this component's weights of the layers (normalised; None =
+    equal), gamma: their scale.
+    """
+    return ElmoComponent(nlp.vocab, model, name, weights=weights, options=options,
+                         store_layers=store_layers, set_vector_hooks=set_vector_hooks,
+                         mix_weights=mix_weights, gamma=gamma)
+
+
+class ElmoComponent(TrainablePipe):
+    """Runs a biLM over sentences; shares its layers with `ElmoListener`s downstream."""
+
+    def __init__(self, vocab: Vocab, model: Model, name: str = "elmo", *,
+                 weights: Optional[str] = None, options: Optional[str] = None,
+                 store_layers: bool = False, set_vector_hooks: bool = True,
+                 mix_weights: Optional[List[float]] = None, gamma: float = 1.0) -> None:
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.listener_map: Dict[str, List[ElmoListener]] = {}
+        if mix_weights is not None and (min(mix_weights) < 0 or sum(mix_weights) <= 0):
+            raise ElmoError(Errors.E007.format(key="mix_weights", value=mix_weights,
+                                               what="non-negative numbers with a positive sum"))
+        self.cfg = {"weights": None if weights is None else str(weights),
+                    "options": None if options is None else str(options),
+                    "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
+                    "mix_weights": mix_weights, "gamma": gamma}
+        register_extensions()
+
+    # listeners ----------------------------------------------------------------------
+    @property
+    def listeners(self) -> List[ElmoListener]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        if has_bilm(self.model):
+            self._sync_listener(listener)
+
+    def remove_listener(self, listener: ElmoListener, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component) -> None:
+        names = ("*", self.name)
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if isinstance(node, ElmoListener) and node.upstream_name in names:
+                    self.add_listener(node, component.name)
+
+    def _sync_listener(self, listener: ElmoListener) -> None:
+        listener.set_upstream_dims(self.model.get_dim("nO"), self.model.get_dim("nL"))
+
+    # weights --------------------------------------------------------------------------
+    def ensure_loaded(self) -> None:
+        """Load the configured weights on first use when `initialize` was never called."""
+        if not has_bilm(self.model):
+            load_weights_into(self.model, self.cfg["weights"], self.cfg["options"])
+            for listener in self.listeners:
+                self._sync_listener(listener)
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *,
+                   nlp: Optional[Language] = None) -> None:
+        validate_get_examples(get_examples, "ElmoComponent.initialize")
+        load_weights_into(self.model, self.cfg["weights"], self.cfg["options"])
+        for listener in self.listeners:
+            self._sync_listener(listener)
+
+    # running --------------------------------------------------------------------------
+    def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:
+        docs = list(docs)
+        self.ensure_loaded()
+        return self.model.predict(docs) if docs else []
+
+    def set_annotations(self, docs: Sequence[Doc], outputs: List[Floats3d]) -> None:
+        keep_layers = self.cfg["store_layers"] or bool(self.listener_map)
+        for doc, layers in zip(docs, outputs):
+            array = self.model.ops.to_numpy(layers).astype("float32", copy=False)
+            doc._.elmo = self.mix(array)
+            doc._.elmo_layers = array if keep_layers else None
+            if self.cfg["set_vector_hooks"]:
+                set_vector_hooks(doc)
+
+    def mix(self, layers: np.ndarray) -> np.ndarray:
+        """This component's fixed mix: (L+1, n, width) -> (n, width)."""
+        weights = self.cfg["mix_weights"]
+        if weights is None:
+            probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
+        else:
+            if len(weights) != layers.shape[0]:
+                raise ElmoError(Errors.E007.format(
+                    key="mix_weights", value=weights,
+                    what=f"{layers.shape[0]} numbers (one per biLM layer)"))
+            probs = np.asarray(weights, dtype="float32") / float(sum(weights))
+        mixed = np.tensordot(probs, layers, axes=(0, 0))
+        return (self.cfg["gamma"] * mixed).astype("float32")
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0,
+               sgd: Optional[Optimizer] = None, losses: Optional[Dict[str, float]] = None
+               ) -> Dict[str, float]:
+        """Run the biLM once and hand its layers to every listener.
+
+        With all listeners frozen (grad_factor 0) the biLM runs without gradients, and the
+        outputs of sentences seen before come from the cache.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_get_examples(lambda: examples, "ElmoComponent.update")
+        docs = [eg.predicted for eg in examples]
+        self.ensure_loaded()
+        frozen = all(listener.attrs["grad_factor"] == 0 for listener in self.listeners)
+        if frozen:
+            outputs, backprop_model = self.model.predict(docs), None
+        else:
+            outputs, backprop_model = self.model.begin_update(docs)
+        d_outputs = [self.model.ops.alloc3f(*o.shape) for o in outputs]
+
+        def accumulate(one_d_outputs: List[Floats3d]) -> List[Doc]:
+            for i, d in enumerate(one_d_outputs):
+                d_outputs[i] += d
+            return []
+
+        def backprop(one_d_outputs: List[Floats3d]) -> List[Doc]:
+            accumulate(one_d_outputs)
+            if backprop_model is not None:
+                backprop_model(d_outputs)
+                if sgd is not None:
+                    self.finish_update(sgd)
+            return []
+
+        batch_id = ElmoListener.get_batch_id(docs)
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, outputs, accumulate)
+        if self.listeners:
+            self.listeners[-1].receive(batch_id, outputs, backprop)
+        return losses
+
+    def get_loss(self, examples, scores) -> None:  # no loss of its own
+        return None
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError

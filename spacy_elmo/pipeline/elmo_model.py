@@ -1,0 +1,178 @@
+"""`spacy-elmo.ElmoModel.v1`: docs in, the biLM's L+1 layers per doc out, via PyTorchWrapper."""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
+import srsly
+import torch
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, xp2torch
+from thinc.types import Floats3d
+
+from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
+from ..errors import ElmoError, Errors
+from .cache import OutputCache
+from .segments import Segment, length_batches, split_docs
+
+
+class BiLMHolder(torch.nn.Module):
+    """The torch side of the wrapper: empty until weights are loaded, then a BiLM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bilm: Optional[BiLM] = None
+        self.char_ids: Optional[CharIds] = None
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        assert self.bilm is not None
+        return self.bilm(char_ids).layers
+
+
+@registry.architectures("spacy-elmo.ElmoModel.v1")
+def build_elmo_model(
+    *,
+    batch_size: int = 64,
+    max_sentence_tokens: int = 100,
+    word_cache_size: int = 50_000,
+    output_cache_mb: float = 512.0,
+    dropout: float = 0.0,
+) -> Model[List[Doc], List[Floats3d]]:
+    """Run docs through a biLM, sentence by sentence; output (L+1, n_tokens, width) per doc.
+
+    batch_size: sentences per biLM call (sorted by length). max_sentence_tokens: longer
+    sentences, and docs without sentence boundaries, are cut into windows of this size.
+    word_cache_size: token-encoder outputs kept per distinct word (inference only, exact).
+    output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs.
+    dropout: the biLM's own dropout, used only when it is fine-tuned.
+    """
+    if batch_size < 1 or max_sentence_tokens < 1:
+        raise ElmoError(Errors.E007.format(key="batch_size/max_sentence_tokens",
+                                           what="positive integers",
+                                           value=(batch_size, max_sentence_tokens)))
+    wrapper = PyTorchWrapper_v3(BiLMHolder(), convert_inputs=_convert_ids,
+                                serialize_model=_serialize_holder,
+                                deserialize_model=_deserialize_holder)
+    return Model(
+        "elmo",
+        forward,
+        layers=[wrapper],
+        dims={"nO": None, "nL": None},
+        attrs={
+            "batch_size": batch_size,
+            "max_sentence_tokens": max_sentence_tokens,
+            "word_cache_size": word_cache_size,
+            "dropout": dropout,
+            "output_cache": OutputCache(output_cache_mb),
+        },
+    )
+
+
+def get_holder(model: Model) -> BiLMHolder:
+    holder = model.layers[0].shims[0]._model
+    assert isinstance(holder, BiLMHolder)
+    return holder
+
+
+def has_bilm(model: Model) -> bool:
+    return get_holder(model).bilm is not None
+
+
+def set_bilm(model: Model, bilm: BiLM) -> None:
+    """Put a biLM into an ElmoModel (replacing any earlier one) and set its dims."""
+    holder = get_holder(model)
+    holder.bilm = bilm.to(get_torch_default_device())
+    holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    _set_dims(model, bilm.options)
+    model.attrs["output_cache"].clear()
+
+
+def _set_dims(model: Model, options: BiLMOptions) -> None:
+    for name, value in (("nO", options.output_dim), ("nL", options.n_output_layers)):
+        if model.has_dim(name) and model.get_dim(name) not in (None, value):
+            model.set_dim(name, value, force=True)
+        else:
+            model.set_dim(name, value)
+
+
+def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: bool
+            ) -> Tuple[List[Floats3d], Callable]:
+    holder = get_holder(model)
+    if holder.bilm is None or holder.char_ids is None:
+        raise ElmoError(Errors.E050)
+    _apply_settings(model, holder.bilm)
+    wrapper = model.layers[0]
+    n_layers, width = model.get_dim("nL"), model.get_dim("nO")
+    ops = model.ops
+    outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    segments = split_docs(docs, model.attrs["max_sentence_tokens"])
+    cache: Optional[OutputCache] = None if is_train else model.attrs["output_cache"]
+    todo: List[int] = []
+    for k, seg in enumerate(segments):
+        hit = cache.get(tuple(seg.words)) if cache is not None else None
+        if hit is not None:
+            outputs[seg.doc][:, ops.asarray1i(seg.positions)] = hit
+        else:
+            todo.append(k)
+    pending: List[Tuple[List[Segment], Callable, Tuple[int, ...]]] = []
+    for batch in length_batches([segments[k] for k in todo], model.attrs["batch_size"]):
+        batch_segments = [segments[todo[b]] for b in batch]
+        ids = holder.char_ids.batch([seg.words for seg in batch_segments]).numpy()
+        layers, backprop_batch = wrapper(ids, is_train)
+        for b, seg in enumerate(batch_segments):
+            values = layers[:, b, : len(seg.words)]
+            outputs[seg.doc][:, ops.asarray1i(seg.positions)] = values
+            if cache is not None:
+                cache.put(tuple(seg.words), values.copy())
+        if is_train:
+            pending.append((batch_segments, backprop_batch, layers.shape))
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        for batch_segments, backprop_batch, shape in pending:
+            d_layers = ops.alloc4f(*shape)
+            for b, seg in enumerate(batch_segments):
+                d_layers[:, b, : len(seg.words)] = d_outputs[seg.doc][:, ops.asarray1i(
+                    seg.positions)]
+            backprop_batch(d_layers)
+        return []
+
+    return outputs, backprop
+
+
+def _apply_settings(model: Model, bilm: BiLM) -> None:
+    """Apply the model's dropout and word-cache settings (also after deserialization)."""
+    bilm.set_dropout(model.attrs["dropout"])
+    size = model.attrs["word_cache_size"]
+    if size > 0 and (bilm.word_cache is None or bilm.word_cache.max_entries != size):
+        bilm.word_cache = WordCache(size)
+
+
+def _convert_ids(model: Model, ids: np.ndarray, is_train: bool
+                 ) -> Tuple[ArgsKwargs, Callable]:
+    device = model.shims[0].device
+    tensor = xp2torch(model.ops.asarray(ids, dtype="int64"), device=device)
+    return ArgsKwargs(args=(tensor,), kwargs={}), lambda d_inputs: None
+
+
+def _serialize_holder(holder: BiLMHolder) -> bytes:
+    if holder.bilm is None:
+        return b""
+    buffer = io.BytesIO()
+    torch.save(holder.bilm.state_dict(), buffer)
+    return srsly.msgpack_dumps({"options": holder.bilm.options.to_json_dict(),
+                                "state": buffer.getvalue()})
+
+
+def _deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHolder:
+    if not data:
+        return holder
+    msg = srsly.msgpack_loads(data)
+    bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]))
+    state = torch.load(io.BytesIO(msg["state"]), map_location=device, weights_only=True)
+    bilm.load_state_dict(state)
+    holder.bilm = bilm.to(device).eval()
+    holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    return holder

@@ -1,0 +1,79 @@
+"""`Doc._.elmo`, `Doc._.elmo_layers`, `Token._.elmo`, `Span._.elmo`, and the vector hooks."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import numpy as np
+from spacy.tokens import Doc, Span, Token
+
+
+def register_extensions() -> None:
+    """Register the extension attributes once (safe to call again)."""
+    if not Doc.has_extension("elmo"):
+        Doc.set_extension("elmo", default=None)
+    if not Doc.has_extension("elmo_layers"):
+        Doc.set_extension("elmo_layers", default=None)
+    if not Token.has_extension("elmo"):
+        Token.set_extension("elmo", getter=token_elmo)
+    if not Span.has_extension("elmo"):
+        Span.set_extension("elmo", getter=span_elmo)
+
+
+def token_elmo(token: Token) -> Optional[np.ndarray]:
+    vectors = token.doc._.elmo
+    return None if vectors is None else vectors[token.i]
+
+
+def span_elmo(span: Span) -> Optional[np.ndarray]:
+    """The mean of the span's token vectors (zeros for an empty span)."""
+    vectors = span.doc._.elmo
+    if vectors is None:
+        return None
+    if span.end == span.start:
+        return np.zeros(vectors.shape[1], dtype=vectors.dtype)
+    return vectors[span.start : span.end].mean(axis=0)
+
+
+def doc_elmo_mean(doc: Doc) -> np.ndarray:
+    vectors = doc._.elmo
+    if len(doc) == 0:
+        return np.zeros(vectors.shape[1], dtype="float32")
+    return vectors.mean(axis=0)
+
+
+def _has(obj: Union[Doc, Span, Token]) -> bool:
+    doc = obj if isinstance(obj, Doc) else obj.doc
+    return doc._.elmo is not None
+
+
+def _norm(vector: np.ndarray) -> float:
+    return float(np.sqrt((vector * vector).sum()))
+
+
+def _similarity(a: Union[Doc, Span, Token], b: Union[Doc, Span, Token]) -> float:
+    va, vb = a.vector, b.vector
+    na, nb = _norm(va), _norm(vb)
+    return 0.0 if na == 0 or nb == 0 else float(np.dot(va, vb) / (na * nb))
+
+
+def _span_vector(span: Span) -> np.ndarray:
+    return span._.elmo
+
+
+def _token_vector(token: Token) -> np.ndarray:
+    return token._.elmo
+
+
+def _vector_norm(obj: Union[Doc, Span, Token]) -> float:
+    return _norm(obj.vector)
+
+
+def set_vector_hooks(doc: Doc) -> None:
+    """Make `.vector`, `.vector_norm`, `.has_vector` and `.similarity()` use ELMo vectors."""
+    doc.user_hooks.update({"vector": doc_elmo_mean, "has_vector": _has,
+                           "vector_norm": _vector_norm, "similarity": _similarity})
+    doc.user_span_hooks.update({"vector": _span_vector, "has_vector": _has,
+                                "vector_norm": _vector_norm, "similarity": _similarity})
+    doc.user_token_hooks.update({"vector": _token_vector, "has_vector": _has,
+                                 "vector_norm": _vector_norm, "similarity": _similarity})

@@ -1,0 +1,167 @@
+"""ELMo features for NER, textcat and other components: the shared listener and a private
+tok2vec. Each gets the task's own learned layer mix, optional spaCy features beside it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Tuple
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model, chain, concatenate
+from thinc.types import Floats2d, Floats3d
+
+from ..errors import ElmoError, Errors
+from .elmo_model import build_elmo_model
+from .loading import load_weights_into
+from .scalar_mix import ScalarMix
+
+
+class ElmoListener(Model):
+    """Receives the `elmo` component's layers during `update`; reads them from
+    `doc._.elmo_layers` otherwise (zeros of the right shape where a doc has none)."""
+
+    name = "elmo-listener"
+
+    def __init__(self, upstream_name: str, grad_factor: float) -> None:
+        Model.__init__(self, name=self.name, forward=_listener_forward,
+                       dims={"nO": None, "nL": None}, attrs={"grad_factor": grad_factor})
+        self.upstream_name = upstream_name
+        self._batch_id: Optional[int] = None
+        self._outputs: Optional[List[Floats3d]] = None
+        self._backprop: Optional[Callable] = None
+
+    @staticmethod
+    def get_batch_id(docs: Iterable[Doc]) -> int:
+        return sum(sum(token.orth for token in doc) for doc in docs)
+
+    def receive(self, batch_id: int, outputs: List[Floats3d], backprop: Callable) -> None:
+        self._batch_id = batch_id
+        self._outputs = outputs
+        self._backprop = backprop
+
+    def set_upstream_dims(self, width: int, n_layers: int) -> None:
+        for name, value in (("nO", width), ("nL", n_layers)):
+            self.set_dim(name, value, force=True)
+
+    def __getstate__(self) -> Tuple[dict, dict]:
+        # per-batch closures can't be pickled (and must not outlive their batch)
+        state = dict(self.__dict__, _batch_id=None, _outputs=None, _backprop=None)
+        slots = {k: getattr(self, k) for k in Model.__slots__ if hasattr(self, k)}
+        return state, slots
+
+
+def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
+                      ) -> Tuple[List[Floats3d], Callable]:
+    if is_train and model._batch_id is not None:
+        batch_id = model.get_batch_id(docs)
+        if batch_id != model._batch_id:
+            raise ElmoError(Errors.E053.format(got=batch_id, expected=model._batch_id))
+        outputs, upstream_backprop = model._outputs, model._backprop
+        factor = model.attrs["grad_factor"]
+        assert outputs is not None and upstream_backprop is not None
+
+        def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+            if factor != 0:
+                upstream_backprop([d * factor for d in d_outputs])
+            return []
+
+        return outputs, backprop
+    if not model.has_dim("nO") or not model.has_dim("nL"):
+        raise ElmoError(Errors.E054)
+    n_layers, width = model.get_dim("nL"), model.get_dim("nO")
+    outputs = []
+    for doc in docs:
+        layers = doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
+        if layers is None or layers.shape[1] != len(doc):
+            outputs.append(model.ops.alloc3f(n_layers, len(doc), width))
+        else:
+            outputs.append(model.ops.asarray3f(layers))
+    return outputs, lambda d_outputs: []
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def build_elmo_listener(
+    *,
+    upstream: str = "*",
+    grad_factor: float = 0.0,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Token vectors from a shared `elmo` component, mixed for this task.
+
+    grad_factor 0 keeps the biLM frozen (the paper's feature-based use); > 0 fine-tunes it
+    with the task's gradients scaled by that factor. features, e.g. spacy.MultiHashEmbed.v2,
+    are concatenated before the ELMo vector ([x_k ; ELMo_k]).
+    """
+    receiver = ElmoListener(upstream, grad_factor)
+    return _with_features(chain(receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout)),
+                          features, receiver)
+
+
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
+def build_elmo_tok2vec(
+    *,
+    weights: Optional[str] = None,
+    options: Optional[str] = None,
+    grad_factor: float = 0.0,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    batch_size: int = 64,
+    max_sentence_tokens: int = 100,
+    features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A component's own biLM (not shared), loaded from `weights` at initialize."""
+    elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens)
+    elmo.attrs["weights"] = weights or ""
+    elmo.attrs["options"] = options or ""
+    runner = Model("elmo-private", _private_forward, layers=[elmo],
+                   attrs={"grad_factor": grad_factor})
+    mixed = chain(runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
+    return _with_features(mixed, features, elmo)
+
+
+def _private_forward(model: Model, docs: List[Doc], is_train: bool
+                     ) -> Tuple[List[Floats3d], Callable]:
+    elmo = model.layers[0]
+    factor = model.attrs["grad_factor"]
+    if not is_train or factor == 0:
+        return elmo.predict(docs), lambda d_outputs: []
+    outputs, backprop_elmo = elmo(docs, is_train)
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        return backprop_elmo([d * factor for d in d_outputs])
+
+    return outputs, backprop
+
+
+def _with_features(mixed: Model, features: Optional[Model], source: Model
+                   ) -> Model[List[Doc], List[Floats2d]]:
+    inner = mixed if features is None else concatenate(features, mixed)
+    return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,
+                 dims={"nO": None}, refs={"elmo_source": source})
+
+
+def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Callable]:
+    return model.layers[0](docs, is_train)
+
+
+def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
+    source = model.get_ref("elmo_source")
+    inner = model.layers[0]
+    if source.name != "elmo-listener":  # a private biLM: load it (once) first
+        load_weights_into(source, source.attrs["weights"] or None,
+                          source.attrs["options"] or None, reload=False)
+    if not source.has_dim("nO") or not source.has_dim("nL"):
+        raise ElmoError(Errors.E054)
+    for node in inner.walk():
+        if node.name == "elmo-scalar-mix":
+            node.set_dim("nL", source.get_dim("nL"), force=True)
+    inner.initialize(X=X)
+    width = source.get_dim("nO") + sum(f.get_dim("nO") for f in _feature_layers(inner))
+    model.set_dim("nO", width, force=True)
+
+
+def _feature_layers(inner: Model) -> List[Model]:
+    return list(inner.layers[:-1]) if inner.name.startswith("concatenate") else []
+

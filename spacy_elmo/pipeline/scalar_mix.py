@@ -1,0 +1,93 @@
+"""`spacy-elmo.ScalarMix.v1`: a task's own learned mix of the biLM layers, in thinc."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from spacy.util import registry
+from thinc.api import Model
+from thinc.types import Floats2d, Floats3d
+
+EPS = 1e-6
+
+
+@registry.layers("spacy-elmo.ScalarMix.v1")
+def ScalarMix(*, n_layers: Optional[int] = None, layer_norm: bool = False,
+              dropout: float = 0.0) -> Model[List[Floats3d], List[Floats2d]]:
+    """`gamma * sum_j softmax(w)_j * h_j` per doc; w starts at 0 (uniform), gamma at 1.
+
+    layer_norm normalises each layer of each token over its width (no learned scale),
+    so a doc's vectors never depend on the rest of the batch. dropout applies to the mixed
+    vectors during training; it is this layer's own setting, not [training] dropout.
+    """
+    return Model("elmo-scalar-mix", _forward, init=_init, dims={"nL": n_layers},
+                 params={"w": None, "gamma": None},
+                 attrs={"layer_norm": layer_norm, "elmo_dropout": dropout})
+
+
+def _init(model: Model, X: Optional[List[Floats3d]] = None, Y: Optional[object] = None
+          ) -> None:
+    if X is not None and len(X):
+        model.set_dim("nL", X[0].shape[0], force=True)
+    n = model.get_dim("nL")
+    model.set_param("w", model.ops.alloc1f(n))
+    gamma = model.ops.alloc1f(1)
+    gamma[0] = 1.0
+    model.set_param("gamma", gamma)
+
+
+def _forward(model: Model, Xs: List[Floats3d], is_train: bool
+             ) -> Tuple[List[Floats2d], Callable]:
+    ops = model.ops
+    xp = ops.xp
+    lengths = [x.shape[1] for x in Xs]
+    n_layers = model.get_dim("nL")
+    width = Xs[0].shape[2] if Xs else 0
+    X = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
+    if X.shape[0] != n_layers:
+        raise ValueError(f"ScalarMix expects {n_layers} layers, got {X.shape[0]}.")
+    if model.attrs["layer_norm"]:
+        mean = X.mean(axis=-1, keepdims=True)
+        std = xp.sqrt(((X - mean) ** 2).mean(axis=-1, keepdims=True) + EPS)
+        Xn = (X - mean) / std
+    else:
+        Xn = X
+    w = model.get_param("w")
+    gamma = model.get_param("gamma")
+    s = ops.softmax(w)
+    M = xp.tensordot(s, Xn, axes=(0, 0))  # (N, D)
+    Y = gamma[0] * M
+    rate = model.attrs["elmo_dropout"] if is_train else 0.0
+    mask = None
+    if rate > 0:
+        mask = ops.get_dropout_mask(Y.shape, rate)
+        Y = Y * mask
+
+    def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
+        dY = xp.concatenate(dYs, axis=0) if dYs else ops.alloc2f(0, width)
+        if mask is not None:
+            dY = dY * mask
+        d_gamma = (dY * M).sum()
+        dM = gamma[0] * dY
+        ds = xp.tensordot(Xn, dM, axes=([1, 2], [0, 1]))  # (L,)
+        dw = s * (ds - (s * ds).sum())
+        model.inc_grad("w", dw.astype("float32"))
+        model.inc_grad("gamma", xp.asarray([d_gamma], dtype="float32"))
+        dXn = s[:, None, None] * dM[None]
+        if model.attrs["layer_norm"]:
+            dX = (dXn - dXn.mean(axis=-1, keepdims=True)
+                  - Xn * (dXn * Xn).mean(axis=-1, keepdims=True)) / std
+        else:
+            dX = dXn
+        return _split(ops.asarray(dX, dtype="float32"), lengths)
+
+    return _split(Y, lengths, axis=0), backprop
+
+
+def _split(X, lengths: List[int], axis: int = 1) -> list:
+    out = []
+    start = 0
+    for n in lengths:
+        out.append(X[start : start + n] if axis == 0 else X[:, start : start + n])
+        start += n
+    return out
