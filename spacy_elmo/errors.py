@@ -47,6 +47,14 @@ class Errors:
     E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
     E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
             "(ids 0..{last}).")
+    # Embedding files (spacy-elmo embed / info)
+    E020 = "{name} must be a positive integer, got {value!r}."
+    E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
+            "piece (it feeds whole lines, as the reference does). Drop --stateful to run long "
+            "lines in overlapping windows, raise --window, or split the line.")
+    E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
+    E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
+            "(ids 0..{last}).")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

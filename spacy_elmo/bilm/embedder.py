@@ -1,0 +1,241 @@
+"""Embed many tokenized sentences with a BiLM: batching, long-line windows, file I/O.
+
+Deterministic mode reads sentences in bounded chunks, sorts each chunk by length, runs it in
+batches and yields the vectors in input order. Lines longer than `window` tokens are run as
+overlapping windows (`window` tokens each, `context` extra tokens of text on either side,
+framed by `<S>`/`</S>` like any sentence) and stitched back together: the token layer is exact,
+the LSTM layers are an approximation (each window sees only `context` tokens beyond its own
+ends). Stateful mode feeds batches in file order to one `StatefulBiLM`, as the reference does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import h5py
+import numpy as np
+import torch
+
+from ..errors import ElmoError, Errors
+from .chars import CharIds
+from .model import BiLM, StatefulBiLM
+
+PathLike = Union[str, "os.PathLike[str]"]
+LAYER_MODES = ("all", "top", "average")
+SENTENCE_INDEX = "sentence_to_index"
+
+
+@dataclass
+class _Piece:
+    """A run of one sentence's tokens; output positions [offset, offset + length) are kept,
+    and they are the sentence's tokens from `start` on."""
+
+    sentence: int
+    tokens: Sequence[str]
+    offset: int
+    length: int
+    start: int
+
+
+class Embedder:
+    """Turns tokenized sentences into ELMo layers, one numpy array per sentence.
+
+    Arrays are (L+1, n_tokens, width) for `layers="all"`, else (n_tokens, width); an empty
+    sentence gives an array with 0 tokens.
+    """
+
+    def __init__(self, bilm: BiLM, *, batch_size: int = 64, layers: str = "all",
+                 stateful: bool = False, window: int = 200, context: Optional[int] = None,
+                 max_batch_tokens: int = 8192, chunk_tokens: int = 32768) -> None:
+        if layers not in LAYER_MODES:
+            raise ElmoError(Errors.E012.format(value=layers, name="layers",
+                                               choices=list(LAYER_MODES)))
+        for name, value in (("batch_size", batch_size), ("window", window),
+                            ("max_batch_tokens", max_batch_tokens),
+                            ("chunk_tokens", chunk_tokens)):
+            if value < 1:
+                raise ElmoError(Errors.E020.format(name=name, value=value))
+        self.bilm = bilm
+        self.batch_size = batch_size
+        self.layers = layers
+        self.window = window
+        self.context = window // 4 if context is None else context
+        self.max_batch_tokens = max(max_batch_tokens, window + 2 * self.context)
+        self.chunk_tokens = chunk_tokens
+        self.char_ids = CharIds(bilm.options.max_characters_per_token)
+        self.stateful = StatefulBiLM(bilm) if stateful else None
+
+    @property
+    def device(self) -> torch.device:
+        return self.bilm.encoder.projection.weight.device
+
+    def embed(self, sentences: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Yield each sentence's array in input order; reads `sentences` lazily."""
+        if self.stateful is not None:
+            yield from self._embed_stateful(sentences)
+            return
+        for chunk in self._chunks(sentences):
+            yield from self._embed_chunk(chunk)
+
+    def _chunks(self, sentences: Iterable[Sequence[str]]) -> Iterator[List[Sequence[str]]]:
+        chunk: List[Sequence[str]] = []
+        n_tokens = 0
+        for tokens in sentences:
+            chunk.append(tokens)
+            n_tokens += len(tokens) + 2
+            if n_tokens >= self.chunk_tokens:
+                yield chunk
+                chunk, n_tokens = [], 0
+        if chunk:
+            yield chunk
+
+    def _embed_chunk(self, chunk: List[Sequence[str]]) -> Iterator[np.ndarray]:
+        pieces = [p for i, tokens in enumerate(chunk) for p in self._split(i, tokens)]
+        pieces.sort(key=lambda p: len(p.tokens), reverse=True)
+        parts: List[List[Tuple[int, np.ndarray]]] = [[] for _ in chunk]
+        for batch in self._batches(pieces):
+            for piece, array in zip(batch, self._run([p.tokens for p in batch])):
+                kept = array[..., piece.offset : piece.offset + piece.length, :]
+                parts[piece.sentence].append((piece.start, kept))
+        for sentence_parts in parts:
+            yield _stitch(sentence_parts)
+
+    def _split(self, index: int, tokens: Sequence[str]) -> List[_Piece]:
+        """One piece per window of `window` tokens, with `context` tokens either side."""
+        n = len(tokens)
+        if n <= self.window:
+            return [_Piece(index, tokens, 0, n, 0)]
+        pieces = []
+        for start in range(0, n, self.window):
+            left = max(0, start - self.context)
+            right = min(n, start + self.window + self.context)
+            pieces.append(_Piece(index, tokens[left:right], start - left,
+                                 min(self.window, n - start), start))
+        return pieces
+
+    def _batches(self, pieces: List[_Piece]) -> Iterator[List[_Piece]]:
+        """Consecutive runs of length-sorted pieces, bounded in rows and padded tokens."""
+        batch: List[_Piece] = []
+        for piece in pieces:
+            longest = len(batch[0].tokens) if batch else len(piece.tokens)
+            if batch and (len(batch) == self.batch_size
+                          or (len(batch) + 1) * (longest + 2) > self.max_batch_tokens):
+                yield batch
+                batch = []
+            batch.append(piece)
+        if batch:
+            yield batch
+
+    def _embed_stateful(self, sentences: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        assert self.stateful is not None
+        iterator = iter(sentences)
+        first_line = 1
+        while batch := list(itertools.islice(iterator, self.batch_size)):
+            for offset, tokens in enumerate(batch):
+                if len(tokens) > self.window:
+                    raise ElmoError(Errors.E021.format(line=first_line + offset,
+                                                       n=len(tokens), limit=self.window))
+            yield from self._run(batch, runner=self.stateful)
+            first_line += len(batch)
+
+    def _run(self, batch: Sequence[Sequence[str]], runner: Optional[StatefulBiLM] = None
+             ) -> List[np.ndarray]:
+        """Run one batch; one array per sentence, reduced to the requested layers."""
+        ids = self.char_ids.batch(batch).to(self.device)
+        with torch.inference_mode():
+            layers = (runner(ids) if runner is not None else self.bilm(ids)).layers
+            if self.layers == "top":
+                layers = layers[-1]
+            elif self.layers == "average":
+                layers = layers.mean(0)
+            layers = layers.float().cpu()
+        if self.layers == "all":
+            return [layers[:, i, : len(t)].numpy() for i, t in enumerate(batch)]
+        return [layers[i, : len(t)].numpy() for i, t in enumerate(batch)]
+
+
+
+def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
+    """One sentence's array from its (start, array) parts, in any order."""
+    if len(parts) == 1:
+        return parts[0][1]
+    parts.sort(key=lambda part: part[0])
+    return np.concatenate([array for _, array in parts], axis=-2)
+
+
+def read_lines(path: PathLike) -> Iterator[str]:
+    """The stripped lines of a UTF-8 file, read lazily; split them for the tokens.
+
+    The file is checked at once; a line that is not UTF-8 raises when it is reached."""
+    path = Path(path)
+    check_readable(path)
+    return _decoded_lines(path)
+
+
+def _decoded_lines(path: Path) -> Iterator[str]:
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ElmoError(Errors.E010.format(line=number, path=path, err=err)) from err
+            yield line.strip()
+
+
+def count_lines(path: PathLike) -> int:
+    """Number of lines (a last line without a newline counts), reading in blocks."""
+    n, last = 0, b"\n"
+    with Path(path).open("rb") as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def check_readable(path: Path) -> None:
+    """Raise a catalogue error unless `path` is a readable file."""
+    if not path.exists():
+        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    if path.is_dir() or not os.access(path, os.R_OK):
+        raise ElmoError(Errors.E022.format(path=path))
+
+
+def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) -> int:
+    """Write one dataset per (sentence, array) item, named "0", "1", ..., and
+    `sentence_to_index` (JSON: sentence text -> dataset name, the last one for repeats).
+
+    Datasets are written as they come; the file is built under a temporary name and
+    renamed at the end, so a failed run leaves no half-written OUTPUT. Returns the count.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ElmoError(Errors.E009.format(path=path, err="it is a directory"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".hdf5", dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        raise ElmoError(Errors.E009.format(path=path, err=err)) from err
+    index: Dict[str, str] = {}
+    n = 0
+    try:
+        with h5py.File(tmp, "w") as f:
+            for sentence, array in items:
+                f.create_dataset(str(n), data=array)
+                index[sentence] = str(n)
+                n += 1
+            data = f.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
+            data[0] = json.dumps(index)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise ElmoError(Errors.E009.format(path=path, err=err)) from err
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return n

@@ -1,0 +1,90 @@
+"""`spacy-elmo embed`: ELMo vectors of a text file (one tokenized sentence per line) to HDF5."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Optional
+
+import torch
+import typer
+from tqdm import tqdm
+from wasabi import msg
+
+from ..bilm.embedder import LAYER_MODES, Embedder, count_lines, read_lines, write_embeddings
+from ..bilm.weights import load_bilm
+from ..errors import ElmoError, Errors
+from . import app
+
+
+@app.command("embed")
+def embed_cli(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help=(
+        "UTF-8 text, one whitespace-tokenized sentence per line.")),
+    output_path: Path = typer.Argument(..., metavar="OUTPUT", help="HDF5 file to write."),
+    weights: Path = typer.Option(..., "--weights", help=(
+        "weights.hdf5, or a directory with weights.hdf5 and options.json.")),
+    options: Optional[Path] = typer.Option(None, "--options", help=(
+        "options.json (default: the one beside the weights).")),
+    layers: str = typer.Option("all", "--layers", help=(
+        "all: (L+1, n_tokens, width) per line; top: the top layer; average: the mean of "
+        "all layers (both (n_tokens, width)).")),
+    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per batch."),
+    stateful: bool = typer.Option(False, "--stateful", help=(
+        "The reference stateful mode: lines go in file order, --batch-size per batch, and "
+        "each batch row starts from the state the previous batch left in that row.")),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="CUDA device to run on (-1: CPU)."),
+    word_cache: int = typer.Option(100_000, "--word-cache", help=(
+        "Cache the token-layer vectors of this many distinct words (0: off; exact).")),
+    window: int = typer.Option(200, "--window", help=(
+        "Longer lines run as overlapping windows of this many tokens, with window/4 "
+        "tokens of context either side (approximate LSTM layers; see the docs).")),
+) -> None:
+    """Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.
+
+    One dataset per line, named by the 0-based line number; a blank line gives a dataset
+    with 0 tokens. A `sentence_to_index` dataset holds JSON mapping each line's text to its
+    dataset name, as AllenNLP's `elmo` command wrote.
+    """
+    try:
+        n = embed_file(input_path, output_path, weights=weights, options=options,
+                       layers=layers, batch_size=batch_size, stateful=stateful,
+                       gpu_id=gpu_id, word_cache=word_cache, window=window)
+    except ElmoError as err:
+        msg.fail(str(err))
+        raise typer.Exit(1) from err
+    msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
+
+
+def embed_file(input_path: Path, output_path: Path, *, weights: Path,
+               options: Optional[Path] = None, layers: str = "all", batch_size: int = 64,
+               stateful: bool = False, gpu_id: int = -1, word_cache: int = 100_000,
+               window: int = 200, progress: bool = True) -> int:
+    """The `embed` command as a function; returns the number of lines written."""
+    if layers not in LAYER_MODES:
+        raise ElmoError(Errors.E012.format(value=layers, name="--layers",
+                                           choices=list(LAYER_MODES)))
+    device = select_device(gpu_id)
+    lines = read_lines(input_path)  # checks the file before the model is loaded
+    bilm = load_bilm(weights, options, word_cache_size=word_cache).to(device)
+    embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
+                        window=window)
+    for_model, for_index = itertools.tee(lines)
+    arrays = embedder.embed(line.split() for line in for_model)
+    items = zip(for_index, arrays)
+    if progress:
+        items = tqdm(items, total=count_lines(input_path), unit="line", file=sys.stderr)
+    return write_embeddings(output_path, items)
+
+
+def select_device(gpu_id: int) -> torch.device:
+    """cpu for a negative id, else cuda:<id> (checked)."""
+    if gpu_id < 0:
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ElmoError(Errors.E015.format(gpu_id=gpu_id))
+    if gpu_id >= count:
+        raise ElmoError(Errors.E023.format(gpu_id=gpu_id, count=count, last=count - 1))
+    return torch.device("cuda", gpu_id)

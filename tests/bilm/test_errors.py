@@ -1,0 +1,178 @@
+"""Bad input gets a clear error from the catalogue (or, where documented, a warning)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm import batch_to_ids, load_bilm, save_bilm
+from spacy_elmo.bilm.embedder import Embedder, read_lines
+from spacy_elmo.cli import app
+from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.errors import ElmoError
+
+from ..conftest import TINY_OPTIONS, make_random_bilm
+
+runner = CliRunner()
+
+
+def fail(*args):
+    """Run the CLI, expect exit code 1, return its output on one line."""
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 1, result.output
+    return " ".join(result.output.split())
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("a b\nc\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def weights_copy(tmp_path, tiny_weights_dir):
+    """A private copy of the tiny weights directory, free to break."""
+    return shutil.copytree(tiny_weights_dir, tmp_path / "weights")
+
+
+def test_missing_input(tmp_path, tiny_weights_dir):
+    out = fail("embed", tmp_path / "nope.txt", tmp_path / "o.hdf5", "--weights",
+               tiny_weights_dir)
+    assert "No such file" in out and "nope.txt" in out
+
+
+def test_missing_weights_and_options(tmp_path, text, tiny_weights_dir):
+    out = fail("embed", text, tmp_path / "o.hdf5", "--weights", tmp_path / "w.hdf5")
+    assert "No such file" in out and "w.hdf5" in out
+    out = fail("embed", text, tmp_path / "o.hdf5", "--weights",
+               tiny_weights_dir / "weights.hdf5", "--options", tmp_path / "opts.json")
+    assert "No such file" in out and "opts.json" in out
+    assert "No such file" in fail("info", tmp_path / "w.hdf5")
+
+
+def test_unreadable_input(tmp_path, tiny_weights_dir):
+    out = fail("embed", tmp_path, tmp_path / "o.hdf5", "--weights", tiny_weights_dir)
+    assert "Cannot read" in out and "directory" in out
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs file permissions")
+def test_unreadable_file(text, tmp_path, tiny_weights_dir):
+    text.chmod(0)
+    try:
+        assert "Cannot read" in fail("embed", text, tmp_path / "o.hdf5", "--weights",
+                                     tiny_weights_dir)
+    finally:
+        text.chmod(0o644)
+
+
+def test_output_is_a_directory(text, tmp_path, tiny_weights_dir):
+    out = fail("embed", text, tmp_path, "--weights", tiny_weights_dir)
+    assert "Cannot write" in out
+
+
+def test_options_not_matching_weights(tmp_path, text, weights_copy):
+    TINY_OPTIONS.replace(lstm_dim=16).to_file(weights_copy / "options.json")
+    out = fail("embed", text, tmp_path / "o.hdf5", "--weights", weights_copy)
+    name = "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"
+    assert f"dataset '{name}'" in out
+    assert "shape (12, 48)" in out and "ask for (12, 64)" in out
+
+
+def test_options_with_other_layer_count(weights_copy):
+    TINY_OPTIONS.replace(n_highway=2).to_file(weights_copy / "options.json")
+    with pytest.raises(ElmoError, match="no dataset 'CNN_high_1/W_carry'.*different model"):
+        load_bilm(weights_copy)
+
+
+def test_truncated_hdf5(weights_copy):
+    path = weights_copy / "weights.hdf5"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ElmoError, match="Could not read .* truncated or of another format"):
+        load_bilm(weights_copy)
+    assert "truncated" in fail("info", weights_copy)
+
+
+@pytest.mark.parametrize("kind", ["torch.save", "random bytes", "empty"])
+def test_weights_of_another_format(weights_copy, kind):
+    path = weights_copy / "weights.hdf5"
+    if kind == "torch.save":
+        torch.save(make_random_bilm().state_dict(), path)
+    else:
+        path.write_bytes(np.random.default_rng(0).bytes(4096) if kind == "random bytes" else b"")
+    with pytest.raises(ElmoError, match="as an HDF5 weights file"):
+        load_bilm(weights_copy)
+
+
+def test_n_characters_261_loads_with_warning_and_same_vectors(weights_copy):
+    data = json.loads((weights_copy / "options.json").read_text())
+    data["char_cnn"]["n_characters"] = 261
+    (weights_copy / "options.json").write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="n_characters=261"):
+        bilm = load_bilm(weights_copy)
+    ids = batch_to_ids([["a", "b", "<S>"]])
+    with torch.no_grad():
+        torch.testing.assert_close(bilm(ids).layers, make_random_bilm()(ids).layers,
+                                   atol=0, rtol=0)
+
+
+def test_n_characters_300_is_an_error(weights_copy):
+    data = json.loads((weights_copy / "options.json").read_text())
+    data["char_cnn"]["n_characters"] = 300
+    (weights_copy / "options.json").write_text(json.dumps(data))
+    with pytest.raises(ElmoError, match="'char_cnn.n_characters' is 300"):
+        load_bilm(weights_copy)
+
+
+def test_broken_options_json(weights_copy):
+    (weights_copy / "options.json").write_text("{not json")
+    assert "as JSON options" in fail("info", weights_copy)
+
+
+def test_non_utf8_input_names_the_line(tmp_path, tiny_weights_dir):
+    path = tmp_path / "in.txt"
+    path.write_bytes("ok line\ncaf\u00e9 ok\n".encode() + b"caf\xe9 latin1\nmore\n")
+    out = fail("embed", path, tmp_path / "o.hdf5", "--weights", tiny_weights_dir)
+    assert "Line 3 of" in out and "not valid UTF-8" in out
+    assert not (tmp_path / "o.hdf5").exists()  # no half-written output
+    with pytest.raises(ElmoError, match="Line 3"):
+        list(read_lines(path))
+
+
+def test_long_line_in_stateful_mode_is_refused(tmp_path, tiny_weights_dir):
+    path = tmp_path / "in.txt"
+    path.write_text("a b\n" + " ".join(["w"] * 30) + "\n", encoding="utf-8")
+    out = fail("embed", path, tmp_path / "o.hdf5", "--weights", tiny_weights_dir,
+               "--stateful", "--window", 20)
+    assert "Line 2 has 30 tokens" in out and "Drop --stateful" in out
+
+
+def test_bad_layers_and_sizes(tmp_path, text, tiny_weights_dir):
+    out = fail("embed", text, tmp_path / "o.hdf5", "--weights", tiny_weights_dir,
+               "--layers", "bottom")
+    assert "Unknown value 'bottom' for --layers" in out
+    out = fail("embed", text, tmp_path / "o.hdf5", "--weights", tiny_weights_dir,
+               "--batch-size", 0)
+    assert "batch_size must be a positive integer, got 0" in out
+    with pytest.raises(ElmoError, match="window must be a positive integer"):
+        Embedder(make_random_bilm(), window=0)
+
+
+def test_out_of_range_gpu_id(text, tmp_path, tiny_weights_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    count = torch.cuda.device_count()
+    with pytest.raises(ElmoError, match="sees only"):
+        embed_file(text, tmp_path / "o.hdf5", weights=tiny_weights_dir, gpu_id=count)
+
+
+def test_directory_without_options_file(tmp_path):
+    save_bilm(make_random_bilm(), tmp_path / "m")
+    (tmp_path / "m" / "options.json").unlink()
+    with pytest.raises(ElmoError, match="No such file.*options.json"):
+        load_bilm(tmp_path / "m")
