@@ -13,4 +13,4 @@ def main() -> None:
 
 
 # Each module registers its commands on `app`.
-from . import embed, info  # noqa: E402,F401
+from . import embed, info, pretrain  # noqa: E402,F401

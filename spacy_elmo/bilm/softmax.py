@@ -1,0 +1,81 @@
+"""The language-model softmax of biLM training: sampled for training, full for evaluation.
+
+One softmax (a (vocab, dim) weight and a bias) is shared by the forward and the backward LM.
+The sampled loss draws negatives from a log-uniform (Zipf) distribution over the vocabulary,
+which must be sorted by descending frequency, corrects every logit by the log of its
+expected count (the standard sampled-softmax estimator) and masks accidental hits (a sampled
+class equal to the row's target).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class LogUniformSampler:
+    """Draws class ids with P(k) = log((k + 2) / (k + 1)) / log(n + 1)."""
+
+    def __init__(self, n_classes: int) -> None:
+        self.n_classes = n_classes
+        self._log_n1 = math.log(n_classes + 1)
+
+    def probability(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.to(torch.float64)
+        return (torch.log1p(1.0 / (ids + 1.0)) / self._log_n1).to(torch.float32)
+
+    def sample(self, n_draws: int, *, device: torch.device,
+               generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """`n_draws` draws with replacement, made unique: (ids, log expected count) where the
+        expected count is each id's probability of appearing among the draws."""
+        u = torch.rand(n_draws, generator=generator, dtype=torch.float64)
+        ids = (torch.exp(u * self._log_n1).floor().long() - 1).clamp_(0, self.n_classes - 1)
+        ids = torch.unique(ids).to(device)
+        return ids, self.log_expected_count(ids, n_draws)
+
+    def log_expected_count(self, ids: torch.Tensor, n_draws: int) -> torch.Tensor:
+        p = self.probability(ids).to(torch.float64)
+        return torch.log(-torch.expm1(n_draws * torch.log1p(-p))).to(torch.float32)
+
+
+class LMSoftmax(nn.Module):
+    """Weight (vocab, dim) and bias (vocab,); losses are sums over the non-ignored rows."""
+
+    def __init__(self, n_vocab: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_vocab, dim))
+        self.bias = nn.Parameter(torch.zeros(n_vocab))
+        self.sampler = LogUniformSampler(n_vocab)
+        nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
+
+    @property
+    def n_vocab(self) -> int:
+        return self.weight.shape[0]
+
+    def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(n,) negative log-likelihoods under the full softmax; 0 where the target is -1."""
+        logits = F.linear(hidden, self.weight, self.bias)
+        return F.cross_entropy(logits, targets, ignore_index=-1, reduction="none")
+
+    def sampled_nll(self, hidden: torch.Tensor, targets: torch.Tensor, *, n_negatives: int,
+                    generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        """(n,) sampled-softmax losses of (n, dim) hidden states (one draw of negatives for
+        all rows); 0 where the target is -1."""
+        keep = targets >= 0
+        safe = targets.clamp(min=0)
+        sampled, log_q_sampled = self.sampler.sample(n_negatives, device=hidden.device,
+                                                     generator=generator)
+        log_q_true = self.sampler.log_expected_count(safe, n_negatives).to(hidden.device)
+        true_logits = ((hidden * self.weight[safe]).sum(-1) + self.bias[safe]
+                       - log_q_true.to(hidden.dtype))
+        sampled_logits = (F.linear(hidden, self.weight[sampled], self.bias[sampled])
+                          - log_q_sampled.to(hidden.dtype))
+        hits = safe[:, None] == sampled[None, :]
+        sampled_logits = sampled_logits.masked_fill(hits, torch.finfo(hidden.dtype).min)
+        logits = torch.cat([true_logits[:, None], sampled_logits], dim=1)
+        nll = -torch.log_softmax(logits, dim=1)[:, 0]
+        return nll * keep.to(nll.dtype)

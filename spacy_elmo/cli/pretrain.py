@@ -1,0 +1,105 @@
+"""`spacy-elmo pretrain` and `spacy-elmo export`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+from wasabi import msg
+
+from ..errors import ElmoError
+from . import app
+
+CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
+               "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
+               "n_negatives, optimizer, lr, lr_schedule, max_steps, ...). Flags override it.")
+
+
+@app.command("pretrain")
+def pretrain_cli(
+    train: Optional[List[str]] = typer.Argument(
+        None, help="Training text: files (.txt, .gz, .xz), globs or directories"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Run directory"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
+    dev: Optional[List[str]] = typer.Option(None, "--dev", help="Dev text for perplexity"),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="spaCy language for tokenization ('en', 'zh', ...) or 'whitespace'"),
+    preset: Optional[str] = typer.Option(None, "--preset",
+                                         help="Model size: tiny, small, medium, original"),
+    options: Optional[str] = typer.Option(
+        None, "--options", help='JSON overrides of the preset, e.g. \'{"lstm_dim": 512}\''),
+    vocab: Optional[str] = typer.Option(None, "--vocab", help="Use this vocab.txt"),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Softmax vocabulary"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Rows per process"),
+    window: Optional[int] = typer.Option(None, "--window", help="Tokens per truncated-BPTT window"),
+    n_negatives: Optional[int] = typer.Option(None, "--n-negatives", help="Sampled negatives"),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adagrad or adam"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate"),
+    lr_schedule: Optional[str] = typer.Option(
+        None, "--lr-schedule", help="constant, linear, cosine or inverse_sqrt"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this step"),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Dev eval interval"),
+    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
+                                                   help="Checkpoint interval in steps"),
+    checkpoint_minutes: Optional[float] = typer.Option(
+        None, "--checkpoint-minutes", help="Also checkpoint after this many minutes"),
+    init_weights: Optional[str] = typer.Option(
+        None, "--init-weights", help="Start from a published weights.hdf5 (or its directory)"),
+    init_options: Optional[str] = typer.Option(None, "--init-options",
+                                               help="options.json of --init-weights"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed"),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --output"),
+) -> None:
+    """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun."""
+    from ..pretrain.config import PretrainConfig
+    from ..pretrain.rundir import CONFIG_NAME
+    from ..pretrain.trainer import train as run_training
+
+    flags: Dict[str, Any] = {"train": train or None, "output": str(output) if output else None,
+             "dev": dev or None, "lang": lang, "preset": preset,
+             "options": json.loads(options) if options else None, "vocab": vocab,
+             "vocab_size": vocab_size, "batch_size": batch_size, "window": window,
+             "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
+             "lr_schedule": lr_schedule, "max_steps": max_steps, "eval_every": eval_every,
+             "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
+             "init_weights": init_weights, "init_options": init_options, "threads": threads,
+             "seed": seed}
+    try:
+        if config is None and resume and output is not None:
+            config = output / CONFIG_NAME
+        if config is not None:
+            cfg = PretrainConfig.from_file(config, **flags)
+        else:
+            cfg = PretrainConfig(**{k: v for k, v in flags.items() if v is not None})
+        if not cfg.train:
+            from ..errors import Errors
+
+            raise ElmoError(Errors.E113)
+        result = run_training(cfg, resume=resume, overwrite=overwrite)
+    except ElmoError as err:
+        msg.fail(str(err), exits=1)
+    if result.stopped:
+        msg.warn(f"Stopped at step {result.step}; checkpoint saved. Continue with: "
+                 f"spacy-elmo pretrain --output {cfg.output} --resume")
+    else:
+        msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")
+
+
+@app.command("export")
+def export_cli(
+    checkpoint: Path = typer.Argument(..., help="A run directory or its checkpoint.pt"),
+    output: Path = typer.Argument(..., help="Directory for options.json + weights.hdf5"),
+) -> None:
+    """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
+    vocab.txt, and the softmax in softmax.hdf5."""
+    from ..pretrain.checkpoint import export
+
+    try:
+        paths = export(checkpoint, output)
+    except ElmoError as err:
+        msg.fail(str(err), exits=1)
+    msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))

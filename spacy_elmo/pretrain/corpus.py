@@ -1,0 +1,260 @@
+"""Streaming raw-text corpora: files, globs and directories of plain, .gz or .xz UTF-8 text.
+
+Lines are read in bounded pieces (a 1 MB line never becomes one allocation of unbounded
+size), tokenized by a spaCy language's tokenizer or on whitespace, split into sentences and
+cut into chunks of at most `max_sentence_tokens`. Positions are byte offsets into the
+decompressed stream, so a reader can stop and resume exactly.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import lzma
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, cast
+
+from ..errors import ElmoError, Errors
+
+TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
+SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
+STRONG_END = {"。", "！", "？"}
+OPENERS = "\"'“‘([«"
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """How raw lines become sentences of tokens."""
+
+    lang: str = "whitespace"
+    split_sentences: bool = True
+    max_sentence_tokens: int = 200
+    max_line_bytes: int = 100_000
+    skip_pattern: Optional[str] = None
+
+
+def resolve_files(patterns: Sequence[str]) -> List[Path]:
+    """Every file named by the patterns (files, globs, directories), in a stable order."""
+    files: List[Path] = []
+    for pattern in patterns:
+        path = Path(pattern)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file()
+                           and not p.name.startswith(".") and p.name.endswith(TEXT_SUFFIXES))
+        elif path.is_file():
+            found = [path]
+        else:
+            found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True)
+                           if Path(p).is_file())
+        if not found:
+            raise ElmoError(Errors.E100.format(pattern=str(pattern), cwd=Path.cwd()))
+        files.extend(found)
+    return files
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    if path.name.endswith(".gz"):
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    if path.name.endswith(".xz"):
+        return cast(IO[bytes], lzma.open(path, "rb"))
+    return open(path, "rb")
+
+
+def _safe_cut(piece: bytes) -> int:
+    """Where to cut a piece of an over-long line: after its last space, else at a UTF-8
+    character boundary."""
+    space = piece.rfind(b" ")
+    if space > 0:
+        return space + 1
+    cut = len(piece)
+    while cut > len(piece) - 4 and cut > 1 and (piece[cut - 1] & 0xC0) == 0x80:
+        cut -= 1
+    if cut > 1 and piece[cut - 1] >= 0xC0:
+        cut -= 1
+    return cut
+
+
+def read_pieces(path: Path, *, offset: int = 0, max_bytes: int = 100_000
+                ) -> Iterator[Tuple[bytes, int]]:
+    """(piece, offset after it) for every line of a file from `offset`; a line longer than
+    `max_bytes` comes in several pieces cut between words."""
+    with open_binary(path) as f:
+        if offset:
+            f.seek(offset)
+        carry = b""
+        position = offset
+        while True:
+            data = carry + f.readline(max_bytes - len(carry))
+            if not data:
+                return
+            if data.endswith(b"\n") or len(data) < max_bytes:
+                carry = b""
+                piece = data
+            else:
+                cut = _safe_cut(data)
+                piece, carry = data[:cut], data[cut:]
+            position += len(piece)
+            yield piece, position
+
+
+class Tokenizer:
+    """Text to token strings: a spaCy language's tokenizer, or whitespace."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+        self._spacy: Optional[Callable] = None
+        if lang != "whitespace":
+            import spacy
+
+            try:
+                self._spacy = spacy.blank(lang).tokenizer
+            except (ImportError, KeyError, ValueError) as err:
+                raise ElmoError(Errors.E114.format(lang=lang, err=err)) from err
+
+    def __call__(self, text: str) -> List[str]:
+        if self._spacy is None:
+            return text.split()
+        return [t.text for t in self._spacy(text) if not t.is_space]
+
+
+def split_sentences(tokens: List[str]) -> List[List[str]]:
+    """Rule-based: a sentence ends after `.`, `!`, `?` (also glued to a word, as in
+    whitespace-tokenized text) when the next token opens a sentence, and after CJK stops."""
+    sentences: List[List[str]] = []
+    start = 0
+    for i in range(len(tokens) - 1):
+        token, following = tokens[i], tokens[i + 1]
+        if token in STRONG_END:
+            end = True
+        elif token in SENTENCE_END or (len(token) > 1 and token[-1] in "!?"):
+            end = following[:1].isupper() or following[:1].isdigit() or following[0] in OPENERS
+        elif len(token) > 2 and token[-1] == "." and token[-2].islower():
+            end = following[:1].isupper() or following[0] in OPENERS
+        else:
+            end = False
+        if end:
+            sentences.append(tokens[start : i + 1])
+            start = i + 1
+    if start < len(tokens):
+        sentences.append(tokens[start:])
+    return sentences
+
+
+class LineToSentences:
+    """Decoded text of one line to bounded sentences, per the settings."""
+
+    def __init__(self, settings: TextSettings) -> None:
+        self.settings = settings
+        self.tokenizer = Tokenizer(settings.lang)
+        self.skip = re.compile(settings.skip_pattern) if settings.skip_pattern else None
+
+    def __call__(self, text: str) -> List[List[str]]:
+        text = text.strip()
+        if not text or (self.skip is not None and self.skip.search(text)):
+            return []
+        tokens = self.tokenizer(text)
+        if not tokens:
+            return []
+        groups = split_sentences(tokens) if self.settings.split_sentences else [tokens]
+        limit = self.settings.max_sentence_tokens
+        return [group[i : i + limit] for group in groups for i in range(0, len(group), limit)]
+
+
+@dataclass
+class SourceState:
+    """Where a sentence source stands: resumable exactly."""
+
+    epoch: int = 0
+    file_index: int = 0
+    offset: int = 0
+    line: int = 0
+    pending: List[List[str]] = field(default_factory=list)
+    undecodable: int = 0
+
+
+class SentenceSource:
+    """An endless stream of sentences over the files (reshuffled each epoch), keeping the
+    lines `line % world_size == rank` of every file."""
+
+    def __init__(self, files: Sequence[Path], settings: TextSettings, *, seed: int = 0,
+                 rank: int = 0, world_size: int = 1, shuffle: bool = True,
+                 state: Optional[SourceState] = None) -> None:
+        self.files = list(files)
+        self.to_sentences = LineToSentences(settings)
+        self.settings = settings
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.shuffle = shuffle
+        self.state = state if state is not None else SourceState()
+        self._pieces: Optional[Iterator[Tuple[bytes, int]]] = None
+        self._whole_pass = self.state.file_index == 0 and self.state.offset == 0
+        self._found = 0
+
+    def order(self, epoch: int) -> List[Path]:
+        files = list(self.files)
+        if self.shuffle:
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(files)
+        return files
+
+    def next_sentence(self) -> List[str]:
+        s = self.state
+        while not s.pending:
+            if self._pieces is None:
+                path = self.order(s.epoch)[s.file_index]
+                self._pieces = read_pieces(path, offset=s.offset,
+                                           max_bytes=self.settings.max_line_bytes)
+            got = next(self._pieces, None)
+            if got is None:
+                self._next_file()
+                continue
+            piece, s.offset = got
+            s.line += 1
+            if (s.line - 1) % self.world_size != self.rank:
+                continue
+            text = decode(piece)
+            if text is None:
+                s.undecodable += 1
+                continue
+            s.pending = self.to_sentences(text)
+            self._found += len(s.pending)
+        return s.pending.pop(0)
+
+    def _next_file(self) -> None:
+        s = self.state
+        self._pieces = None
+        s.file_index, s.offset, s.line = s.file_index + 1, 0, 0
+        if s.file_index < len(self.files):
+            return
+        if self._whole_pass and self._found == 0:
+            raise ElmoError(Errors.E101.format(
+                paths=[str(p) for p in self.files],
+                detail=f" ({s.undecodable} undecodable lines skipped)"))
+        s.epoch, s.file_index = s.epoch + 1, 0
+        self._whole_pass, self._found = True, 0
+
+
+def decode(piece: bytes) -> Optional[str]:
+    """UTF-8 text of a piece, or None for binary garbage."""
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def iter_sentences(files: Sequence[Path], settings: TextSettings,
+                   counter: Optional[List[int]] = None) -> Iterator[List[str]]:
+    """Every sentence of the files once, in order; counter[0] counts undecodable lines."""
+    to_sentences = LineToSentences(settings)
+    for path in files:
+        for piece, _ in read_pieces(path, max_bytes=settings.max_line_bytes):
+            text = decode(piece)
+            if text is None:
+                if counter is not None:
+                    counter[0] += 1
+                continue
+            yield from to_sentences(text)

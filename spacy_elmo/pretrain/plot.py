@@ -1,0 +1,44 @@
+"""Training-loss and dev-perplexity curves from `metrics.jsonl` (needs the `plot` extra)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List
+
+
+def read_metrics(path: Path) -> List[Dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def draw_curves(metrics_path: Path, png_path: Path) -> bool:
+    """Write the PNG; False (and nothing written) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    records = read_metrics(metrics_path)
+    train = [r for r in records if r.get("type") == "train"]
+    dev = [r for r in records if r.get("type") == "dev"]
+    fig, (ax_loss, ax_dev) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], lw=1)
+    ax_loss.set(xlabel="step", ylabel="training loss (sampled softmax)", title="Training loss")
+    for key, label in (("dev_ppl_fwd", "forward"), ("dev_ppl_bwd", "backward"),
+                       ("dev_ppl", "mean")):
+        ax_dev.plot([r["step"] for r in dev], [r[key] for r in dev], marker="o", label=label)
+    if dev and all(r["dev_ppl"] > 0 and math.isfinite(r["dev_ppl"]) for r in dev):
+        ax_dev.set_yscale("log")
+    ax_dev.set(xlabel="step", ylabel="perplexity (full softmax)", title="Dev perplexity")
+    ax_dev.legend()
+    fig.tight_layout()
+    tmp = png_path.with_name(".tmp-" + png_path.name)
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(png_path)
+    return True

@@ -1,0 +1,66 @@
+"""The output directory of a run: refuse to clobber another run, check resumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict
+
+from ..errors import ElmoError, Errors
+from .checkpoint import CHECKPOINT_NAME
+from .config import FROZEN_KEYS, PretrainConfig
+
+CONFIG_NAME = "config.json"
+METRICS_NAME = "metrics.jsonl"
+CURVES_NAME = "curves.png"
+MODEL_DIR = "model"
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, CURVES_NAME, "vocab.txt")
+
+
+def check_output(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """Raise unless the directory may be used as asked (read-only: safe on every rank)."""
+    holds_run = any((out / name).exists() for name in RUN_FILES)
+    if resume:
+        if not (out / CHECKPOINT_NAME).exists():
+            raise ElmoError(Errors.E107.format(path=out, name=CHECKPOINT_NAME))
+    elif holds_run and not overwrite:
+        raise ElmoError(Errors.E106.format(path=out, what="pretraining run"))
+
+
+def clear_run(out: Path) -> None:
+    """Remove the files of a previous run (and nothing else) before overwriting it."""
+    for name in RUN_FILES:
+        (out / name).unlink(missing_ok=True)
+    model = out / MODEL_DIR
+    if model.is_dir():
+        for child in model.iterdir():
+            child.unlink()
+        model.rmdir()
+
+
+def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str, Any]:
+    """The settings a resumed run must share with the checkpoint."""
+    data = config.to_dict()
+    frozen = {key: data[key] for key in FROZEN_KEYS if key != "options"}
+    for section, values in options.items():
+        if isinstance(values, dict):
+            frozen.update({f"options.{section}.{k}": v for k, v in values.items()})
+        else:
+            frozen[f"options.{section}"] = values
+    return json.loads(json.dumps(frozen))
+
+
+def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path) -> None:
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise ElmoError(Errors.E105.format(path=out, key=key, found=saved.get(key),
+                                               given=current.get(key)))
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop records logged after the checkpoint being resumed (they will be redone)."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    keep = [line for line in lines if line and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")

@@ -1,0 +1,376 @@
+"""The pretraining loop: stateful truncated backprop over per-row sentence streams."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from ..bilm.chars import CharIds
+from ..bilm.lm import BiLanguageModel
+from ..bilm.lstm import LSTMState
+from ..bilm.model import BiLM
+from ..bilm.weights import load_bilm
+from ..errors import ElmoError, Errors
+from . import ddp
+from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
+from .checkpoint import (
+    CHECKPOINT_NAME,
+    export,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+)
+from .config import PretrainConfig
+from .corpus import SentenceSource, SourceState, TextSettings, iter_sentences, resolve_files
+from .plot import draw_curves
+from .rundir import (
+    CONFIG_NAME,
+    CURVES_NAME,
+    METRICS_NAME,
+    MODEL_DIR,
+    check_output,
+    check_resume,
+    clear_run,
+    frozen_settings,
+    truncate_metrics,
+)
+from .vocab import VOCAB_NAME, Vocab, build_vocab
+
+
+@dataclass
+class TrainResult:
+    step: int
+    model: BiLanguageModel
+    stopped: bool
+    dev: Optional[Dict[str, float]]
+
+
+class StopSignal:
+    """Turns SIGINT/SIGTERM into a flag checked after each step (main thread only)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignal:
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread: no handlers
+            pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def lr_factor(config: PretrainConfig, step: int) -> float:
+    """The learning-rate multiplier at a step (warmup, then the schedule)."""
+    warm = config.warmup_steps
+    if warm and step < warm:
+        return (step + 1) / warm
+    if config.lr_schedule == "linear":
+        return max(0.0, 1.0 - (step - warm) / max(config.max_steps - warm, 1))
+    if config.lr_schedule == "cosine":
+        progress = min(1.0, (step - warm) / max(config.max_steps - warm, 1))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if config.lr_schedule == "inverse_sqrt":
+        return math.sqrt(max(warm, 1) / max(step + 1, 1))
+    return 1.0
+
+
+def init_softmax_from_encoder(model: BiLanguageModel, vocab: Vocab) -> None:
+    """Start the softmax of a published biLM (which ships none) from the token encoder's
+    vector of each vocabulary word, scaled to unit mean norm; biases at zero."""
+    char_ids = CharIds(model.bilm.options.max_characters_per_token)
+    device = model.softmax.weight.device
+    with torch.no_grad():
+        chunks = []
+        for start in range(0, len(vocab), 4096):
+            ids = np.stack([char_ids.token(w) for w in vocab.words[start : start + 4096]])
+            chunks.append(model.bilm.encoder(torch.from_numpy(ids).to(device)))
+        vectors = torch.cat(chunks)
+        vectors = vectors / vectors.norm(dim=1).mean().clamp(min=1e-6)
+        model.softmax.weight.copy_(vectors)
+        model.softmax.bias.zero_()
+
+
+def make_bilm(config: PretrainConfig) -> BiLM:
+    """A fresh BiLM of the configured shape, or the --init-weights one (options checked)."""
+    if config.init_weights is None:
+        return BiLM(config.bilm_options())
+    bilm = load_bilm(config.init_weights, config.init_options).train()
+    found = bilm.options
+    for key, given in config.options.items():
+        value = getattr(found, key, None)
+        if key == "filters":
+            given = tuple(tuple(f) for f in given)
+        if value != given:
+            raise ElmoError(Errors.E104.format(key=key, given=given, found=value))
+    return bilm
+
+
+def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
+    """Dev sentences up to `dev_max_tokens`; refuses a dev set with no in-vocabulary word."""
+    files = resolve_files(config.dev)
+    sentences: List[List[str]] = []
+    n_tokens = 0
+    for sentence in iter_sentences(files, settings):
+        sentences.append(sentence)
+        n_tokens += len(sentence)
+        if config.dev_max_tokens is not None and n_tokens >= config.dev_max_tokens:
+            break
+    known = sum(vocab[w] != vocab.unk for s in sentences for w in s)
+    if known == 0:
+        raise ElmoError(Errors.E103.format(paths=[str(p) for p in files], n_tokens=n_tokens))
+    return sentences
+
+
+class Trainer:
+    """One process's share of a (possibly distributed) pretraining run."""
+
+    def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, *, resume: bool,
+                 overwrite: bool, progress: bool) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.progress = progress
+        self.out = Path(config.output)
+        check_output(self.out, resume=resume, overwrite=overwrite)
+        saved = load_checkpoint(self.out / CHECKPOINT_NAME) if resume else None
+        ddp.barrier(ctx)
+        if ctx.is_main:
+            if overwrite and not resume:
+                clear_run(self.out)
+            self.out.mkdir(parents=True, exist_ok=True)
+        self.settings = TextSettings(lang=config.lang, split_sentences=config.split_sentences,
+                                     max_sentence_tokens=config.max_sentence_tokens,
+                                     skip_pattern=config.skip_pattern)
+        self.files = resolve_files(config.train)
+        torch.manual_seed(config.seed)
+        if saved is not None:
+            self.vocab = Vocab(saved["vocab"])
+            model = model_from_checkpoint(saved)
+            bilm = model.bilm
+            if saved["world_size"] != ctx.world_size:
+                raise ElmoError(Errors.E110.format(found=saved["world_size"],
+                                                   given=ctx.world_size))
+        else:
+            bilm = make_bilm(config)
+            self.vocab = self._vocab(config)
+            model = BiLanguageModel(bilm, len(self.vocab))
+            if config.init_weights is not None:
+                init_softmax_from_encoder(model, self.vocab)
+        options = bilm.options.to_json_dict()
+        self.frozen = frozen_settings(config, options)
+        if saved is not None:
+            check_resume(saved["frozen"], self.frozen, self.out)
+        if config.n_negatives >= len(self.vocab):
+            raise ElmoError(Errors.E102.format(n_vocab=len(self.vocab),
+                                               n_negatives=config.n_negatives))
+        model.n_negatives = config.n_negatives
+        model.dropout.p = config.dropout
+        bilm.set_dropout(config.dropout)
+        self.options = options
+        self.model = model.to(ctx.device).train()
+        self.net: torch.nn.Module = self.model
+        if ctx.distributed:
+            self.net = DistributedDataParallel(
+                self.model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None,
+                broadcast_buffers=False)
+        self.optimizer = self._optimizer()
+        self.step = 0
+        self.tokens = 0
+        self.elapsed = 0.0
+        source_state, buffers, state = None, None, None
+        if saved is not None:
+            self.optimizer.load_state_dict(saved["optimizer"])
+            self.step, self.tokens = saved["step"], saved["tokens"]
+            self.elapsed = saved["elapsed"]
+            mine = saved["ranks"][ctx.rank]
+            source_state = SourceState(**mine["source"])
+            buffers = [RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]]
+            state = LSTMState(mine["h"].to(ctx.device), mine["c"].to(ctx.device))
+            torch.set_rng_state(mine["rng"])
+            if ctx.device.type == "cuda" and mine.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
+            if ctx.is_main:
+                truncate_metrics(self.out / METRICS_NAME, self.step)
+        else:
+            torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
+        source = SentenceSource(self.files, self.settings, seed=config.seed, rank=ctx.rank,
+                                world_size=ctx.world_size, state=source_state)
+        maker = BatchMaker(self.vocab, bilm.options.max_characters_per_token)
+        self.streams = TrainStreams(source, maker, rows=config.batch_size,
+                                    window=config.window, buffers=buffers)
+        self.state = state if state is not None else LSTMState.zeros(
+            bilm.options, config.batch_size, ctx.device)
+        self.dev = (dev_batches(read_dev(config, self.settings, self.vocab), maker,
+                                rows=config.batch_size, window=config.window)
+                    if config.dev else [])
+        if ctx.is_main:
+            (self.out / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n",
+                                                encoding="utf-8")
+        self._plot_warned = False
+
+    def _vocab(self, config: PretrainConfig) -> Vocab:
+        """The given vocabulary file, or one counted on the corpus by rank 0; saved beside
+        the model and read back by the other ranks."""
+        if self.ctx.is_main:
+            if config.vocab is not None:
+                vocab = Vocab.from_file(Path(config.vocab))
+            else:
+                vocab = build_vocab(self.files, self.settings, size=config.vocab_size,
+                                    min_count=config.min_count,
+                                    max_tokens=config.vocab_max_tokens)
+            vocab.to_file(self.out / VOCAB_NAME)
+        ddp.barrier(self.ctx)
+        return vocab if self.ctx.is_main else Vocab.from_file(self.out / VOCAB_NAME)
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        params = list(self.model.parameters())
+        if self.config.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.config.lr)
+        return torch.optim.Adagrad(params, lr=self.config.lr, initial_accumulator_value=1.0)
+
+    def train_step(self) -> float:
+        batch = self.streams.next_batch().to(self.ctx.device)
+        out = self.net(batch, self.state)
+        self.state = out.state.detach()
+        loss = out.mean_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr * lr_factor(self.config, self.step)
+        self.optimizer.step()
+        self.step += 1
+        self.tokens += int(batch.lengths.sum()) * self.ctx.world_size
+        return loss.item()
+
+    def evaluate(self) -> Dict[str, float]:
+        """Full-softmax perplexity on the dev streams: forward, backward, and their mean
+        (exp of the mean of the two losses)."""
+        self.model.eval()
+        sums = [0.0, 0.0]
+        counts = [0, 0]
+        state: Optional[LSTMState] = None
+        with torch.no_grad():
+            for batch in self.dev:
+                out = self.model(batch.to(self.ctx.device), state)
+                state = out.state
+                sums[0] += float(out.loss_fwd)
+                sums[1] += float(out.loss_bwd)
+                counts[0] += out.n_fwd
+                counts[1] += out.n_bwd
+        self.model.train()
+        fwd, bwd = sums[0] / max(counts[0], 1), sums[1] / max(counts[1], 1)
+        return {"dev_ppl_fwd": math.exp(fwd), "dev_ppl_bwd": math.exp(bwd),
+                "dev_ppl": math.exp(0.5 * (fwd + bwd)), "dev_tokens": counts[0]}
+
+    def checkpoint(self) -> None:
+        """Gather every process's stream state; rank 0 writes the file."""
+        cuda = self.ctx.device.type == "cuda"
+        mine = {
+            "source": asdict(self.streams.source.state),
+            "buffers": [[b.fwd, b.bwd] for b in self.streams.buffers],
+            "h": self.state.h.cpu(), "c": self.state.c.cpu(),
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.ctx.device) if cuda else None,
+        }
+        ranks = ddp.gather(self.ctx, mine)
+        if self.ctx.is_main:
+            save_checkpoint(self.out / CHECKPOINT_NAME, {
+                "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                "world_size": self.ctx.world_size, "frozen": self.frozen,
+                "options": self.options, "vocab": self.vocab.words,
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "ranks": ranks,
+            })
+
+    def log(self, record: Dict[str, Any]) -> None:
+        if not self.ctx.is_main:
+            return
+        with open(self.out / METRICS_NAME, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def plot(self) -> None:
+        if self.ctx.is_main and not draw_curves(self.out / METRICS_NAME,
+                                                self.out / CURVES_NAME):
+            if not self._plot_warned:
+                tqdm.write("matplotlib is not installed: no curves.png "
+                           "(pip install 'spacy-elmo[plot]')")
+                self._plot_warned = True
+
+    def run(self) -> TrainResult:
+        config = self.config
+        bar = tqdm(total=config.max_steps, initial=self.step, unit="step",
+                   disable=not (self.progress and self.ctx.is_main), dynamic_ncols=True)
+        last_saved = time.monotonic()
+        interval_time, interval_tokens, losses = 0.0, self.tokens, []
+        dev: Optional[Dict[str, float]] = None
+        stopped = False
+        with StopSignal() as stop:
+            while self.step < config.max_steps:
+                t0 = time.monotonic()
+                losses.append(self.train_step())
+                self.elapsed += time.monotonic() - t0
+                interval_time += time.monotonic() - t0
+                bar.update(1)
+                if self.step % config.log_every == 0 or self.step == config.max_steps:
+                    speed = (self.tokens - interval_tokens) / max(interval_time, 1e-9)
+                    loss = sum(losses) / len(losses)
+                    self.log({"type": "train", "step": self.step, "tokens": self.tokens,
+                              "loss": loss, "ppl": math.exp(min(loss, 50.0)),
+                              "lr": self.optimizer.param_groups[0]["lr"],
+                              "tokens_per_s": speed, "elapsed_s": self.elapsed})
+                    bar.set_postfix({"tok/s": f"{speed:.0f}", "loss": f"{loss:.3f}",
+                                     "ppl": f"{math.exp(min(loss, 50.0)):.1f}",
+                                     **({"dev_ppl": f"{dev['dev_ppl']:.1f}"} if dev else {})})
+                    interval_time, interval_tokens, losses = 0.0, self.tokens, []
+                if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
+                                                      or self.step == config.max_steps):
+                    dev = self.evaluate()
+                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
+                    self.plot()
+                minutes = config.checkpoint_minutes
+                due = (self.step % config.checkpoint_every == 0
+                       or self.step == config.max_steps
+                       or (minutes is not None and time.monotonic() - last_saved > 60 * minutes))
+                save, stopped = ddp.any_flag(self.ctx, due, stop.requested)
+                if save or stopped:
+                    self.checkpoint()
+                    last_saved = time.monotonic()
+                if stopped:
+                    break
+        bar.close()
+        if not stopped and self.ctx.is_main:
+            self.plot()
+            export(self.out / CHECKPOINT_NAME, self.out / MODEL_DIR)
+        return TrainResult(self.step, self.model, stopped, dev)
+
+
+def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False,
+          progress: bool = True) -> TrainResult:
+    """Run (or resume) pretraining; under torchrun, every process calls this."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    ctx = ddp.setup(config.device)
+    try:
+        return Trainer(config, ctx, resume=resume, overwrite=overwrite,
+                       progress=progress).run()
+    finally:
+        ddp.teardown(ctx)

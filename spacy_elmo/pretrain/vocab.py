@@ -1,0 +1,72 @@
+"""The softmax vocabulary: `<S>`, `</S>`, `<UNK>`, then words by descending frequency."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
+from ..errors import ElmoError, Errors
+from .corpus import TextSettings, iter_sentences
+
+UNK_TOKEN = "<UNK>"
+SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+VOCAB_NAME = "vocab.txt"
+
+
+class Vocab:
+    """Words to softmax ids; unknown words map to `<UNK>` (id 2)."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        if tuple(words[:3]) != SPECIALS:
+            words = list(SPECIALS) + [w for w in words if w not in SPECIALS]
+        self.words: List[str] = list(words)
+        self.index: Dict[str, int] = {w: i for i, w in enumerate(self.words)}
+        self.unk = self.index[UNK_TOKEN]
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __getitem__(self, word: str) -> int:
+        return self.index.get(word, self.unk)
+
+    @classmethod
+    def from_counts(cls, counts: Counter, *, size: int, min_count: int = 1) -> Vocab:
+        ranked = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
+                        key=lambda w: (-counts[w], w))
+        return cls(list(SPECIALS) + ranked[: max(size - len(SPECIALS), 0)])
+
+    @classmethod
+    def from_file(cls, path: Path) -> Vocab:
+        if not path.exists():
+            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return cls([line.split("\t")[0] for line in lines if line])
+
+    def to_file(self, path: Path) -> None:
+        path.write_text("".join(w + "\n" for w in self.words), encoding="utf-8")
+
+
+def count_words(files: Sequence[Path], settings: TextSettings, *,
+                max_tokens: Optional[int] = None) -> Counter:
+    """Word counts of the corpus in one streaming pass (at most `max_tokens` tokens)."""
+    counts: Counter = Counter()
+    skipped = [0]
+    n_tokens = 0
+    for sentence in iter_sentences(files, settings, counter=skipped):
+        counts.update(sentence)
+        n_tokens += len(sentence)
+        if max_tokens is not None and n_tokens >= max_tokens:
+            break
+    if n_tokens == 0:
+        detail = f" ({skipped[0]} undecodable lines skipped)" if skipped[0] else ""
+        raise ElmoError(Errors.E101.format(paths=[str(p) for p in files], detail=detail))
+    return counts
+
+
+def build_vocab(files: Sequence[Path], settings: TextSettings, *, size: int,
+                min_count: int = 1, max_tokens: Optional[int] = None) -> Vocab:
+    return Vocab.from_counts(count_words(files, settings, max_tokens=max_tokens), size=size,
+                             min_count=min_count)
+
