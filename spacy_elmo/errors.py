@@ -47,14 +47,6 @@ class Errors:
     E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
     E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
             "(ids 0..{last}).")
-    # Embedding files (spacy-elmo embed / info)
-    E020 = "{name} must be a positive integer, got {value!r}."
-    E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
-            "piece (it feeds whole lines, as the reference does). Drop --stateful to run long "
-            "lines in overlapping windows, raise --window, or split the line.")
-    E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
-    E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
-            "(ids 0..{last}).")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -90,15 +82,14 @@ class Errors:
     E051 = ("The `elmo` component has no 'weights' configured and no bundled English biLM is "
             "installed. Set it, e.g. nlp.add_pipe('elmo', config={{'weights': "
             "'path/to/dir_or_weights.hdf5'}}).")
-    E052 = ("An ELMo listener in component '{name}' found no upstream `elmo` component "
-            "(upstream = '{upstream}'). Add an `elmo` component before '{name}' in the "
-            "pipeline, or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
     E053 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
             "{expected}). The `elmo` component must run before its listeners in the same "
             "update; do not list it in [training] frozen_components with listeners that "
             "fine-tune it (grad_factor > 0).")
-    E054 = ("ELMo listener: the upstream ELMo width is not known yet. Initialize the `elmo` "
-            "component first (nlp.initialize() does it in pipeline order).")
+    E054 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
+            "before this one in the pipeline, or it is not initialized. Add an `elmo` "
+            "component earlier in the pipeline and call nlp.initialize() (it initializes in "
+            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
     E055 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
     E056 = ("The biLM in '{path}' gives {found}-wide vectors with {found_layers} layers, but "
             "this pipeline was trained with {expected}-wide vectors and {expected_layers} "

@@ -138,8 +138,11 @@ def _private_forward(model: Model, docs: List[Doc], is_train: bool
 def _with_features(mixed: Model, features: Optional[Model], source: Model
                    ) -> Model[List[Doc], List[Floats2d]]:
     inner = mixed if features is None else concatenate(features, mixed)
+    refs = {"elmo_source": source}
+    if features is not None:
+        refs["features"] = features
     return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,
-                 dims={"nO": None}, refs={"elmo_source": source})
+                 dims={"nO": None}, refs=refs)
 
 
 def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Callable]:
@@ -158,10 +161,8 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
         if node.name == "elmo-scalar-mix":
             node.set_dim("nL", source.get_dim("nL"), force=True)
     inner.initialize(X=X)
-    width = source.get_dim("nO") + sum(f.get_dim("nO") for f in _feature_layers(inner))
+    width = source.get_dim("nO")
+    if model.has_ref("features"):
+        width += model.get_ref("features").get_dim("nO")
     model.set_dim("nO", width, force=True)
-
-
-def _feature_layers(inner: Model) -> List[Model]:
-    return list(inner.layers[:-1]) if inner.name.startswith("concatenate") else []
 

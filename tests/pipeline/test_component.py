@@ -1,0 +1,162 @@
+"""The `elmo` component: extensions, hooks, sentences and windows, bad input."""
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, DocBin
+
+from spacy_elmo.bilm import batch_to_ids, load_bilm
+from spacy_elmo.errors import ElmoError
+
+TEXT = "The bank raised rates. We sat on the river bank."
+
+
+def test_extensions_shapes_and_values(nlp_elmo, weights_dir):
+    doc = nlp_elmo(TEXT)
+    n = len(doc)
+    assert doc._.elmo.shape == (n, 12) and doc._.elmo.dtype == np.float32
+    assert doc._.elmo_layers.shape == (3, n, 12)
+    np.testing.assert_allclose(doc._.elmo, doc._.elmo_layers.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(doc[1]._.elmo, doc._.elmo[1])
+    np.testing.assert_allclose(doc[1:3]._.elmo, doc._.elmo[1:3].mean(0), rtol=1e-6)
+    # no sentence boundaries on a blank pipeline: the whole doc is one biLM input
+    bilm = load_bilm(weights_dir)
+    with torch.no_grad():
+        expected = bilm(batch_to_ids([[t.text for t in doc]])).layers[:, 0].numpy()
+    np.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
+
+
+def test_same_word_differs_by_context(nlp_elmo):
+    doc = nlp_elmo(TEXT)
+    first, second = doc[1], doc[-2]
+    assert first.text == second.text == "bank"
+    assert not np.allclose(first._.elmo, second._.elmo)
+
+
+def test_sentences_go_through_separately(weights_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir), "store_layers": True})
+    doc = nlp(TEXT)
+    sents = list(doc.sents)
+    assert len(sents) == 2
+    alone = nlp(sents[1].text)
+    np.testing.assert_allclose(doc._.elmo_layers[:, sents[1].start:], alone._.elmo_layers,
+                               atol=1e-5)
+
+
+def test_vector_hooks_and_similarity(nlp_elmo):
+    doc = nlp_elmo(TEXT)
+    assert doc.has_vector and doc[0].has_vector
+    np.testing.assert_array_equal(doc[1].vector, doc[1]._.elmo)
+    np.testing.assert_allclose(doc.vector, doc._.elmo.mean(0), rtol=1e-6)
+    sim = doc[1].similarity(doc[-2])
+    a, b = doc[1]._.elmo, doc[-2]._.elmo
+    assert sim == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), rel=1e-5)
+    assert doc[0:2].similarity(doc[0:2]) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_hooks_off_and_layers_off(weights_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir), "set_vector_hooks": False,
+                                 "mix_weights": [0, 0, 1], "gamma": 2.0})
+    doc = nlp(TEXT)
+    assert doc._.elmo_layers is None
+    assert "vector" not in doc.user_hooks
+    nlp2 = spacy.blank("en")
+    nlp2.add_pipe("elmo", config={"weights": str(weights_dir), "store_layers": True})
+    layers = nlp2(TEXT)._.elmo_layers
+    np.testing.assert_allclose(doc._.elmo, 2.0 * layers[2], rtol=1e-5, atol=1e-6)
+
+
+def test_docbin_roundtrip_keeps_vectors(nlp_elmo):
+    doc = nlp_elmo(TEXT)
+    data = DocBin(docs=[doc], store_user_data=True).to_bytes()
+    restored = list(DocBin().from_bytes(data).get_docs(nlp_elmo.vocab))[0]
+    np.testing.assert_array_equal(restored._.elmo, doc._.elmo)
+    np.testing.assert_array_equal(restored._.elmo_layers, doc._.elmo_layers)
+    np.testing.assert_array_equal(restored[2]._.elmo, doc[2]._.elmo)
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t  "])
+def test_empty_and_whitespace_docs(nlp_elmo, text):
+    doc = nlp_elmo(text)
+    assert doc._.elmo.shape == (len(doc), 12)
+    assert not doc._.elmo.any()
+
+
+def test_odd_unicode_and_long_tokens(nlp_elmo):
+    doc = nlp_elmo("Émoji 🙂🙃 and 中文混合 text, Ω≈ç√ " + "x" * 1500 + " end\u200b.")
+    assert doc._.elmo.shape == (len(doc), 12)
+    assert np.isfinite(doc._.elmo).all()
+    assert np.abs(doc._.elmo[[t.i for t in doc if not t.is_space]]).sum(1).min() > 0
+
+
+def test_long_doc_without_sentences_is_windowed(weights_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir),
+                                 "model": {"@architectures": "spacy-elmo.ElmoModel.v1",
+                                           "max_sentence_tokens": 50, "batch_size": 8}})
+    doc = Doc(nlp.vocab, words=["word"] * 20_000)
+    calls = []
+    holder = nlp.get_pipe("elmo").model.layers[0].shims[0]._model
+    holder.register_forward_pre_hook(lambda mod, args: calls.append(tuple(args[0].shape)))
+    doc = nlp(doc)
+    assert doc._.elmo.shape == (20_000, 12)
+    assert calls and max(shape[0] for shape in calls) <= 8
+    assert max(shape[1] for shape in calls) <= 50
+
+
+def test_pipe_batches_and_n_process(nlp_elmo):
+    texts = [TEXT, "Short one.", "", "Another sentence here ."]
+    single = [nlp_elmo(t)._.elmo for t in texts]
+    piped = [d._.elmo for d in nlp_elmo.pipe(texts, batch_size=2)]
+    for a, b in zip(single, piped):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    multi = [d._.elmo for d in nlp_elmo.pipe(texts, n_process=2, batch_size=2)]
+    for a, b in zip(single, multi):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_missing_weights_give_clear_errors(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(tmp_path / "nope.hdf5")})
+    with pytest.raises(ElmoError, match="nope.hdf5"):
+        nlp("hello")
+    with pytest.raises(ElmoError, match="nope.hdf5"):
+        nlp.initialize()
+
+
+def test_options_not_matching_weights(tmp_path, weights_dir, fixture_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir / "weights.hdf5"),
+                                 "options": str(fixture_dir / "options.json")})
+    with pytest.raises(ElmoError, match="do not match the options"):
+        nlp.initialize()
+
+
+def test_url_weights_are_downloaded_once(tmp_path, weights_dir, monkeypatch):
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={
+        "weights": (weights_dir / "weights.hdf5").as_uri(),
+        "options": (weights_dir / "options.json").as_uri()})
+    nlp.initialize()
+    assert len(list((tmp_path / "cache").rglob("weights.hdf5"))) == 1
+    assert nlp("hi there")._.elmo.shape == (2, 12)
+
+
+def test_fixture_weights_through_the_component(fixture_dir, fixture_sentences):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(fixture_dir / "lm_weights.hdf5"),
+                                 "options": str(fixture_dir / "options.json"),
+                                 "store_layers": True})
+    words = fixture_sentences[0][0].split()
+    doc = nlp(Doc(nlp.vocab, words=words))
+    import h5py
+    with h5py.File(fixture_dir / "lm_embeddings_0.hdf5", "r") as f:
+        expected = f["0"][...]
+    # the first fixture batch starts from a zero state: deterministic mode reproduces it
+    np.testing.assert_allclose(doc._.elmo_layers[2],
+                               np.concatenate([expected[0], expected[1]], -1), atol=1e-5)

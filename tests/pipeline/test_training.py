@@ -1,0 +1,147 @@
+"""Listeners, training with `spacy train`, caching, serialization and packaging."""
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import spacy
+from spacy.cli.train import train
+from spacy.training import Example
+from thinc.api import Config
+
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline import ElmoListener
+
+from .conftest import CONFIGS, toy_docs
+
+
+def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
+    config = Config().from_disk(CONFIGS / config_name)
+    config["components"]["elmo"]["weights"] = str(weights_dir)
+    for path, value in (overrides or {}).items():
+        section, key = path.rsplit(".", 1)
+        node = config
+        for part in section.split("."):
+            node = node[part]
+        node[key] = value
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 16)]
+    nlp.initialize(lambda: examples)
+    return nlp, examples
+
+
+def _mix_of(nlp, component):
+    for node in nlp.get_pipe(component).model.walk():
+        if node.name == "elmo-scalar-mix":
+            return node
+    raise AssertionError("no mix")
+
+
+def test_listeners_learn_their_own_mix_and_biLM_stays_frozen(weights_dir):
+    nlp, examples = _train_nlp(weights_dir)
+    elmo = nlp.get_pipe("elmo")
+    assert sorted(elmo.listening_components) == ["ner", "textcat"]
+    bilm = elmo.model.layers[0].shims[0]._model.bilm
+    before = {k: v.clone() for k, v in bilm.state_dict().items()}
+    optimizer = nlp.create_optimizer()
+    losses = {}
+    for _ in range(12):
+        nlp.update(examples, sgd=optimizer, losses=losses)
+    w_ner = _mix_of(nlp, "ner").get_param("w")
+    w_cat = _mix_of(nlp, "textcat").get_param("w")
+    assert np.abs(w_ner).sum() > 0 and np.abs(w_cat).sum() > 0
+    assert not np.allclose(w_ner, w_cat)
+    for k, v in bilm.state_dict().items():
+        assert (v == before[k]).all(), k
+    cache = elmo.model.attrs["output_cache"]
+    assert cache.hits > 0 and len(cache) > 0
+
+
+def test_grad_factor_fine_tunes_the_bilm(weights_dir):
+    nlp, examples = _train_nlp(
+        weights_dir, "ner_elmo.cfg",
+        {"components.ner.model.tok2vec.grad_factor": 1.0})
+    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    before = bilm.encoder.projection.weight.detach().clone()
+    optimizer = nlp.create_optimizer()
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    assert not np.allclose(before.numpy(), bilm.encoder.projection.weight.detach().numpy())
+
+
+def test_features_are_concatenated(weights_dir):
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo_concat.cfg")
+    tok2vec = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo-tok2vec")
+    docs = [eg.predicted for eg in examples[:2]]
+    nlp.get_pipe("elmo").set_annotations(docs, nlp.get_pipe("elmo").predict(docs))
+    outputs = tok2vec.predict(docs)
+    assert outputs[0].shape == (len(docs[0]), 96 + 12)
+    assert tok2vec.get_dim("nO") == 96 + 12
+
+
+def test_listener_without_upstream_is_a_clear_error():
+    config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
+    config["nlp"]["pipeline"] = ["ner"]
+    del config["components"]["elmo"]
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 4)]
+    with pytest.raises(ElmoError, match="upstream ELMo width is not known"):
+        nlp.initialize(lambda: examples)
+
+
+def test_pickle_after_update_and_roundtrips(weights_dir, tmp_path):
+    nlp, examples = _train_nlp(weights_dir)
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    listener = next(n for n in nlp.get_pipe("ner").model.walk() if isinstance(n, ElmoListener))
+    assert listener._backprop is not None
+    text = "Alice went to Paris today ."
+    expected = nlp(text)
+    restored = pickle.loads(pickle.dumps(nlp))
+    for other in (restored, spacy.blank("en").from_config(nlp.config).from_bytes(
+            nlp.to_bytes())):
+        doc = other(text)
+        np.testing.assert_allclose(doc._.elmo, expected._.elmo, atol=1e-6)
+        assert doc.cats == pytest.approx(expected.cats, abs=1e-5)
+        assert [(e.text, e.label_) for e in doc.ents] == \
+            [(e.text, e.label_) for e in expected.ents]
+    nlp.to_disk(tmp_path / "pipeline")
+    moved = tmp_path / "moved_weights"
+    shutil.move(str(weights_dir), moved)  # the saved pipeline must not need them
+    try:
+        loaded = spacy.load(tmp_path / "pipeline")
+        doc = loaded(text)
+        np.testing.assert_allclose(doc._.elmo, expected._.elmo, atol=1e-6)
+        assert doc.cats == pytest.approx(expected.cats, abs=1e-5)
+    finally:
+        shutil.move(str(moved), weights_dir)
+
+
+def test_private_tok2vec_variant(weights_dir, tmp_path):
+    config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
+    config["nlp"]["pipeline"] = ["ner"]
+    del config["components"]["elmo"]
+    config["components"]["ner"]["model"]["tok2vec"] = {
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v1", "weights": str(weights_dir)}
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
+    nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    nlp.to_disk(tmp_path / "p")
+    loaded = spacy.load(tmp_path / "p")
+    text = "Bob went to Rome today ."
+    assert [e.text for e in loaded(text).ents] == [e.text for e in nlp(text).ents]
+
+
+@pytest.mark.parametrize("config_name", ["ner_textcat_elmo.cfg", "textcat_multilabel_elmo.cfg",
+                                         "ner_cnn.cfg", "textcat_cnn.cfg"])
+def test_spacy_train_runs(config_name, weights_dir, toy_corpus, tmp_path):
+    overrides = {"paths.train": str(toy_corpus / "train.spacy"),
+                 "paths.dev": str(toy_corpus / "dev.spacy"),
+                 "training.max_steps": 6, "training.eval_frequency": 3}
+    if "elmo" in config_name:
+        overrides["paths.elmo_weights"] = str(weights_dir)
+    train(CONFIGS / config_name, tmp_path / "out", overrides=overrides)
+    nlp = spacy.load(tmp_path / "out" / "model-best")
+    doc = nlp("Alice went to London today .")
+    assert doc.cats or doc.ents is not None
