@@ -17,7 +17,7 @@ class OutputCache:
 
     def __init__(self, max_mb: float = 512.0) -> None:
         self.max_bytes = int(max_mb * 2**20)
-        self._entries: "OrderedDict[Tuple[str, ...], Any]" = OrderedDict()
+        self._entries: OrderedDict[Tuple[str, ...], Any] = OrderedDict()
         self.n_bytes = 0
         self.hits = 0
         self.misses = 0

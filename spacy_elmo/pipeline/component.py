@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 from spacy.language import Language
@@ -40,7 +40,7 @@ dropout = 0.0
 def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
               weights: Optional[str], options: Optional[str], store_layers: bool,
               set_vector_hooks: bool, mix_weights: Optional[List[float]], gamma: float
-              ) -> "ElmoComponent":
+              ) -> ElmoComponent:
     """ELMo vectors on `doc._.elmo` (and all layers on `doc._.elmo_layers`).
 
     weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, or a URL;
@@ -69,7 +69,7 @@ class ElmoComponent(TrainablePipe):
         if mix_weights is not None and (min(mix_weights) < 0 or sum(mix_weights) <= 0):
             raise ElmoError(Errors.E007.format(key="mix_weights", value=mix_weights,
                                                what="non-negative numbers with a positive sum"))
-        self.cfg = {"weights": None if weights is None else str(weights),
+        self.cfg: Dict[str, Any] = {"weights": None if weights is None else str(weights),
                     "options": None if options is None else str(options),
                     "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
                     "mix_weights": mix_weights, "gamma": gamma}

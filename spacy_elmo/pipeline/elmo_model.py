@@ -107,14 +107,14 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     wrapper = model.layers[0]
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     ops = model.ops
-    outputs = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
+    outputs: List[Any] = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     segments = split_docs(docs, model.attrs["max_sentence_tokens"])
     cache: Optional[OutputCache] = None if is_train else model.attrs["output_cache"]
     todo: List[int] = []
     for k, seg in enumerate(segments):
         hit = cache.get(tuple(seg.words)) if cache is not None else None
         if hit is not None:
-            outputs[seg.doc][:, ops.asarray1i(seg.positions)] = hit
+            outputs[seg.doc][:, ops.asarray1i(seg.positions.tolist())] = hit
         else:
             todo.append(k)
     pending: List[Tuple[List[Segment], Callable, Tuple[int, ...]]] = []
@@ -124,18 +124,18 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         layers, backprop_batch = wrapper(ids, is_train)
         for b, seg in enumerate(batch_segments):
             values = layers[:, b, : len(seg.words)]
-            outputs[seg.doc][:, ops.asarray1i(seg.positions)] = values
+            outputs[seg.doc][:, ops.asarray1i(seg.positions.tolist())] = values
             if cache is not None:
                 cache.put(tuple(seg.words), values.copy())
         if is_train:
             pending.append((batch_segments, backprop_batch, layers.shape))
 
-    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+    def backprop(d_outputs: List[Any]) -> List[Doc]:
         for batch_segments, backprop_batch, shape in pending:
-            d_layers = ops.alloc4f(*shape)
+            d_layers: Any = ops.alloc4f(*shape)
             for b, seg in enumerate(batch_segments):
-                d_layers[:, b, : len(seg.words)] = d_outputs[seg.doc][:, ops.asarray1i(
-                    seg.positions)]
+                positions = ops.asarray1i(seg.positions.tolist())
+                d_layers[:, b, : len(seg.words)] = d_outputs[seg.doc][:, positions]
             backprop_batch(d_layers)
         return []
 
@@ -152,8 +152,8 @@ def _apply_settings(model: Model, bilm: BiLM) -> None:
 
 def _convert_ids(model: Model, ids: np.ndarray, is_train: bool
                  ) -> Tuple[ArgsKwargs, Callable]:
-    device = model.shims[0].device
-    tensor = xp2torch(model.ops.asarray(ids, dtype="int64"), device=device)
+    shim: Any = model.shims[0]
+    tensor = xp2torch(model.ops.xp.asarray(ids, dtype="int64"), device=shim.device)
     return ArgsKwargs(args=(tensor,), kwargs={}), lambda d_inputs: None
 
 

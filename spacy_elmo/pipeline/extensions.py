@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span, Token
@@ -47,12 +47,13 @@ def _has(obj: Union[Doc, Span, Token]) -> bool:
     return doc._.elmo is not None
 
 
-def _norm(vector: np.ndarray) -> float:
+def _norm(vector: Any) -> float:
     return float(np.sqrt((vector * vector).sum()))
 
 
 def _similarity(a: Union[Doc, Span, Token], b: Union[Doc, Span, Token]) -> float:
-    va, vb = a.vector, b.vector
+    va: Any = a.vector
+    vb: Any = b.vector
     na, nb = _norm(va), _norm(vb)
     return 0.0 if na == 0 or nb == 0 else float(np.dot(va, vb) / (na * nb))
 

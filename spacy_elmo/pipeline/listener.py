@@ -3,7 +3,7 @@ tok2vec. Each gets the task's own learned layer mix, optional spaCy features bes
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -115,9 +115,10 @@ def build_elmo_tok2vec(
     elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens)
     elmo.attrs["weights"] = weights or ""
     elmo.attrs["options"] = options or ""
-    runner = Model("elmo-private", _private_forward, layers=[elmo],
-                   attrs={"grad_factor": grad_factor})
-    mixed = chain(runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
+    runner: Model[List[Doc], List[Floats3d]] = Model(
+        "elmo-private", _private_forward, layers=[elmo], attrs={"grad_factor": grad_factor})
+    mixed: Model[List[Doc], List[Floats2d]] = chain(
+        runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
     return _with_features(mixed, features, elmo)
 
 
@@ -138,7 +139,7 @@ def _private_forward(model: Model, docs: List[Doc], is_train: bool
 def _with_features(mixed: Model, features: Optional[Model], source: Model
                    ) -> Model[List[Doc], List[Floats2d]]:
     inner = mixed if features is None else concatenate(features, mixed)
-    refs = {"elmo_source": source}
+    refs: Dict[str, Optional[Model]] = {"elmo_source": source}
     if features is not None:
         refs["features"] = features
     return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from spacy.util import registry
 from thinc.api import Model
@@ -43,7 +43,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     lengths = [x.shape[1] for x in Xs]
     n_layers = model.get_dim("nL")
     width = Xs[0].shape[2] if Xs else 0
-    X = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
+    X: Any = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
     if X.shape[0] != n_layers:
         raise ValueError(f"ScalarMix expects {n_layers} layers, got {X.shape[0]}.")
     if model.attrs["layer_norm"]:
@@ -52,9 +52,9 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
         Xn = (X - mean) / std
     else:
         Xn = X
-    w = model.get_param("w")
-    gamma = model.get_param("gamma")
-    s = ops.softmax(w)
+    w: Any = model.get_param("w")
+    gamma: Any = model.get_param("gamma")
+    s: Any = ops.softmax(w)
     M = xp.tensordot(s, Xn, axes=(0, 0))  # (N, D)
     Y = gamma[0] * M
     rate = model.attrs["elmo_dropout"] if is_train else 0.0
@@ -64,7 +64,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
         Y = Y * mask
 
     def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
-        dY = xp.concatenate(dYs, axis=0) if dYs else ops.alloc2f(0, width)
+        dY: Any = xp.concatenate(dYs, axis=0) if dYs else ops.alloc2f(0, width)
         if mask is not None:
             dY = dY * mask
         d_gamma = (dY * M).sum()
@@ -84,7 +84,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     return _split(Y, lengths, axis=0), backprop
 
 
-def _split(X, lengths: List[int], axis: int = 1) -> list:
+def _split(X: Any, lengths: List[int], axis: int = 1) -> list:
     out = []
     start = 0
     for n in lengths:

@@ -5,8 +5,9 @@ import pytest
 import spacy
 from spacy.tokens import Doc, DocBin, Span
 
-from ..conftest import make_random_bilm
 from spacy_elmo.bilm import save_bilm
+
+from ..conftest import make_random_bilm
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -1,0 +1,134 @@
+"""Convert labelled datasets to spaCy's `.spacy` format (used by project.yml).
+
+  python scripts/convert.py ner INPUT OUTPUT [--sentences-per-doc 10]
+      CoNLL-style NER: first column the word, last column an IOB/IOB2/BIOES/BMES tag;
+      blank lines end sentences; -DOCSTART- lines are skipped (CoNLL-2003, WNUT-17, and
+      Chinese character NER (MSRA, Resume; Weibo with --strip-position-digit)).
+  python scripts/convert.py textcat INPUT OUTPUT --format sst|trec|tsv [--multilabel]
+      sst: "LABEL text" per line (stsa.fine.*, stsa.binary.*); trec: "COARSE:fine text";
+      tsv: "text<TAB>label" or "label<TAB>text" (--label-first).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+import spacy
+import typer
+from spacy.tokens import Doc, DocBin
+from spacy.training import biluo_tags_to_spans, iob_to_biluo
+
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+
+
+def _read_columns(path: Path, strip_digit: bool) -> Iterator[Tuple[List[str], List[str]]]:
+    words: List[str] = []
+    tags: List[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if words:
+                yield words, tags
+            words, tags = [], []
+            continue
+        word = parts[0][:-1] if strip_digit and len(parts[0]) > 1 else parts[0]
+        words.append(word)
+        tags.append(parts[-1] if len(parts) > 1 else "O")
+    if words:
+        yield words, tags
+
+
+def _to_biluo(tags: List[str]) -> List[str]:
+    """IOB / IOB2 / BIOES / BMES (M = inside) tags to BILUO."""
+    mapped = []
+    for tag in tags:
+        if tag == "O" or "-" not in tag:
+            mapped.append("O")
+            continue
+        prefix, label = tag.split("-", 1)
+        mapped.append({"M": "I", "E": "L", "S": "U"}.get(prefix, prefix) + "-" + label)
+    if any(t.startswith(("L-", "U-")) for t in mapped):
+        return mapped
+    return iob_to_biluo(mapped)
+
+
+@app.command()
+def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
+        lang: str = "en", strip_position_digit: bool = False, limit: int = 0) -> None:
+    """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set)."""
+    nlp = spacy.blank(lang)
+    sentences = list(_read_columns(input_path, strip_position_digit))
+    if limit:
+        sentences = sentences[:limit]
+    db = DocBin()
+    for start in range(0, len(sentences), sentences_per_doc):
+        group = sentences[start : start + sentences_per_doc]
+        words = [w for ws, _ in group for w in ws]
+        sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
+        doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
+        doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
+        db.add(doc)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    db.to_disk(output_path)
+    typer.echo(f"{input_path} -> {output_path}: {len(sentences)} sentences, {len(db)} docs")
+
+
+def _read_textcat(path: Path, fmt: str, label_first: bool
+                  ) -> Iterator[Tuple[str, List[str]]]:
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if fmt == "sst":
+            label, text = line.split(" ", 1)
+            yield text, [label]
+        elif fmt == "trec":
+            label, text = line.split(" ", 1)
+            yield text, [label.split(":")[0]]
+        else:
+            a, b = line.split("\t", 1)
+            label, text = (a, b) if label_first else (b, a)
+            yield text, label.split(",")
+
+
+@app.command()
+def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str = "en",
+            label_first: bool = False, multilabel: bool = False, limit: int = 0,
+            split: Optional[float] = None, split_output: Optional[Path] = None,
+            seed: int = 0) -> None:
+    """Labelled sentences to .spacy with one-hot `doc.cats` (whitespace tokens for sst/trec).
+
+    --split F --split-output PATH moves a random fraction F of the rows to a second file
+    (e.g. a dev set carved out of TREC's training file).
+    """
+    nlp = spacy.blank(lang)
+    rows = list(_read_textcat(input_path, format, label_first))
+    if limit:
+        rows = rows[:limit]
+    labels = sorted({label for _, ls in rows for label in ls})
+    if split:
+        random.Random(seed).shuffle(rows)
+        n_split = int(len(rows) * split)
+        parts = [(output_path, rows[n_split:]), (split_output, rows[:n_split])]
+    else:
+        parts = [(output_path, rows)]
+    for path, part in parts:
+        if path is None:
+            raise typer.BadParameter("--split needs --split-output")
+        db = DocBin()
+        for text, ls in part:
+            doc = (Doc(nlp.vocab, words=text.split()) if format in ("sst", "trec")
+                   else nlp.make_doc(text))
+            doc.cats = {label: float(label in ls) for label in labels}
+            db.add(doc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db.to_disk(path)
+        typer.echo(f"{input_path} -> {path}: {len(part)} texts, labels {labels}")
+    if not multilabel and any(len(ls) != 1 for _, ls in rows):
+        typer.echo("warning: some rows have several labels; use a multi-label config")
+
+
+if __name__ == "__main__":
+    app()
