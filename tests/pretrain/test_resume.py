@@ -1,0 +1,58 @@
+"""Checkpoints lose nothing: N steps + resume + N steps equals 2N steps."""
+
+import json
+
+import pytest
+import torch
+
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain import checkpoint as checkpoint_module
+from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.trainer import train
+
+from .conftest import tiny_config
+
+
+def params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    straight = train(tiny_config(tmp_path, output=str(tmp_path / "a"), max_steps=8),
+                     progress=False)
+    first = train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=4),
+                  progress=False)
+    assert first.step == 4
+    resumed = train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=8),
+                    resume=True, progress=False)
+    assert resumed.step == 8
+    a, b = params(straight.model), params(resumed.model)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert load_checkpoint(tmp_path / "a")["optimizer"]["state"].keys() == \
+        load_checkpoint(tmp_path / "b")["optimizer"]["state"].keys()
+    # the resumed run logs the same training losses, each step once
+    assert train_losses(tmp_path / "b") == train_losses(tmp_path / "a")
+
+
+def train_losses(run):
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if r["type"] == "train"]
+
+
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    config = tiny_config(tmp_path, max_steps=5)
+    train(config, progress=False)
+    path = tmp_path / "run" / "checkpoint.pt"
+    before = path.read_bytes()
+
+    def broken_save(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", broken_save)
+    with pytest.raises(ElmoError, match="E109|previous checkpoint is left intact"):
+        train(tiny_config(tmp_path, max_steps=10), resume=True, progress=False)
+    assert path.read_bytes() == before
+    assert load_checkpoint(path)["step"] == 5
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".tmp")] == []
