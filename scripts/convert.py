@@ -56,12 +56,18 @@ def _to_biluo(tags: List[str]) -> List[str]:
 
 @app.command()
 def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
-        lang: str = "en", strip_position_digit: bool = False, limit: int = 0) -> None:
-    """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set)."""
+        lang: str = "en", strip_position_digit: bool = False, limit: int = 0,
+        cats_from_entities: bool = False) -> None:
+    """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set).
+
+    --cats-from-entities also sets `doc.cats`: which entity types occur in the doc (a
+    multi-label text classification task made from the same openly licensed data).
+    """
     nlp = spacy.blank(lang)
     sentences = list(_read_columns(input_path, strip_position_digit))
     if limit:
         sentences = sentences[:limit]
+    labels = sorted({t.split("-", 1)[1] for _, ts in sentences for t in ts if "-" in t})
     db = DocBin()
     for start in range(0, len(sentences), sentences_per_doc):
         group = sentences[start : start + sentences_per_doc]
@@ -69,6 +75,9 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
         doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
         doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
+        if cats_from_entities:
+            present = {ent.label_ for ent in doc.ents}
+            doc.cats = {label: float(label in present) for label in labels}
         db.add(doc)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     db.to_disk(output_path)
