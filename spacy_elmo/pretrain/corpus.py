@@ -23,6 +23,10 @@ TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
 SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
 STRONG_END = {"。", "！", "？"}
 OPENERS = "\"'“‘([«"
+CLOSERS = {"\"", "'", "”", "’", ")", "]", "»"}
+ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "prof.", "st.", "jr.", "sr.", "vs.", "etc.",
+                 "e.g.", "i.e.", "no.", "inc.", "co.", "ltd.", "gen.", "col.", "lt.", "mt.",
+                 "fig.", "vol.", "ca.", "approx."}
 
 
 @dataclass(frozen=True)
@@ -120,24 +124,42 @@ class Tokenizer:
         return [t.text for t in self._spacy(text) if not t.is_space]
 
 
-def split_sentences(tokens: List[str]) -> List[List[str]]:
-    """Rule-based: a sentence ends after `.`, `!`, `?` (also glued to a word, as in
-    whitespace-tokenized text) when the next token opens a sentence, and after CJK stops."""
+def _opens_sentence(token: str) -> bool:
+    return token[:1].isupper() or token[:1].isdigit() or token[:1] in OPENERS
+
+
+def _is_end(token: str, glued: bool) -> bool:
+    if token in SENTENCE_END:
+        return True
+    token = token.rstrip("".join(CLOSERS)) if glued else token
+    if not glued or len(token) < 2 or token.lower() in ABBREVIATIONS:
+        return False
+    return token[-1] in "!?" or (token[-1] == "." and token[-2].isalpha()
+                                 and not token[:-1].isupper())
+
+
+def split_sentences(tokens: List[str], *, glued: bool = False) -> List[List[str]]:
+    """Rule-based: a sentence ends after `.`, `!`, `?` (and a closing quote or bracket
+    after them) when the next token opens a sentence, and always after CJK stops. With
+    `glued` (whitespace-tokenized text) a word ending in the mark counts too, except
+    common abbreviations and initials."""
     sentences: List[List[str]] = []
     start = 0
-    for i in range(len(tokens) - 1):
-        token, following = tokens[i], tokens[i + 1]
-        if token in STRONG_END:
-            end = True
-        elif token in SENTENCE_END or (len(token) > 1 and token[-1] in "!?"):
-            end = following[:1].isupper() or following[:1].isdigit() or following[0] in OPENERS
-        elif len(token) > 2 and token[-1] == "." and token[-2].islower():
-            end = following[:1].isupper() or following[0] in OPENERS
+    i = 0
+    while i < len(tokens) - 1:
+        end = i
+        if tokens[i] in STRONG_END:
+            split = True
+        elif _is_end(tokens[i], glued):
+            if tokens[i + 1] in CLOSERS:
+                end = i + 1
+            split = end + 1 < len(tokens) and _opens_sentence(tokens[end + 1])
         else:
-            end = False
-        if end:
-            sentences.append(tokens[start : i + 1])
-            start = i + 1
+            split = False
+        if split:
+            sentences.append(tokens[start : end + 1])
+            start = end + 1
+        i = end + 1
     if start < len(tokens):
         sentences.append(tokens[start:])
     return sentences
@@ -158,7 +180,8 @@ class LineToSentences:
         tokens = self.tokenizer(text)
         if not tokens:
             return []
-        groups = split_sentences(tokens) if self.settings.split_sentences else [tokens]
+        groups = (split_sentences(tokens, glued=self.tokenizer.lang == "whitespace")
+                  if self.settings.split_sentences else [tokens])
         limit = self.settings.max_sentence_tokens
         return [group[i : i + limit] for group in groups for i in range(0, len(group), limit)]
 

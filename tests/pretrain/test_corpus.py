@@ -1,0 +1,87 @@
+import gzip
+import lzma
+
+import pytest
+
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.corpus import (SentenceSource, SourceState, TextSettings,
+                                        iter_sentences, read_pieces, resolve_files,
+                                        split_sentences)
+
+
+def test_plain_gz_xz_globs_and_directories(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("one two\n", encoding="utf-8")
+    with gzip.open(tmp_path / "d" / "b.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("three four\n")
+    with lzma.open(tmp_path / "c.txt.xz", "wt", encoding="utf-8") as f:
+        f.write("five six\n")
+    files = resolve_files([str(tmp_path / "d"), str(tmp_path / "*.xz")])
+    assert [p.name for p in files] == ["a.txt", "b.txt.gz", "c.txt.xz"]
+    sentences = list(iter_sentences(files, TextSettings()))
+    assert sentences == [["one", "two"], ["three", "four"], ["five", "six"]]
+
+
+def test_missing_corpus_is_a_clear_error(tmp_path):
+    with pytest.raises(ElmoError, match="No corpus files match"):
+        resolve_files([str(tmp_path / "nothing*.txt")])
+
+
+def test_spacy_tokenizer_and_sentence_split():
+    settings = TextSettings(lang="en")
+    text = "Dr. Smith went to Washington. He said: \"It's fine!\" Then he left."
+    from spacy_elmo.pretrain.corpus import LineToSentences
+
+    sentences = LineToSentences(settings)(text)
+    assert sentences[0] == ["Dr.", "Smith", "went", "to", "Washington", "."]
+    assert len(sentences) == 3 and sentences[2][-1] == "."
+    assert split_sentences("a b. C d".split(), glued=True) == [["a", "b."], ["C", "d"]]
+    assert split_sentences("see Mr. Jones".split(), glued=True) == [["see", "Mr.", "Jones"]]
+    with pytest.raises(ElmoError, match="no language"):
+        TextSettings(lang="xx-nope") and LineToSentences(TextSettings(lang="xx-nope"))
+
+
+def test_megabyte_line_is_cut_into_bounded_pieces(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text(("word " * 200_000) + "\nshort line\n", encoding="utf-8")
+    pieces = list(read_pieces(path, max_bytes=10_000))
+    assert max(len(p) for p, _ in pieces) <= 10_000
+    assert b"".join(p for p, _ in pieces) == path.read_bytes()
+    settings = TextSettings(max_sentence_tokens=50, max_line_bytes=10_000)
+    sentences = list(iter_sentences([path], settings))
+    assert max(len(s) for s in sentences) <= 50
+    assert sum(len(s) for s in sentences) == 200_002
+
+
+def test_binary_garbage_is_skipped_with_a_count(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"good line here\n\xff\xfe\x00\x81garbage\n\x00\x00\x00\nmore text\n")
+    counter = [0]
+    assert list(iter_sentences([path], TextSettings(), counter)) == [
+        ["good", "line", "here"], ["more", "text"]]
+    assert counter[0] == 2
+
+
+def test_source_resumes_exactly_and_shards_by_rank(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("".join(f"s{i} a. B{i} c\n" for i in range(30)), encoding="utf-8")
+    settings = TextSettings()
+    source = SentenceSource([path], settings, seed=1)
+    head = [source.next_sentence() for _ in range(7)]
+    saved = SourceState(**vars(source.state))
+    saved.pending = [list(s) for s in source.state.pending]
+    rest = [source.next_sentence() for _ in range(70)]
+    resumed = SentenceSource([path], settings, seed=1, state=saved)
+    assert [resumed.next_sentence() for _ in range(70)] == rest
+    assert head[0] == ["s0", "a."]
+    ranks = [SentenceSource([path], settings, rank=r, world_size=2) for r in range(2)]
+    firsts = [{tuple(r.next_sentence()) for _ in range(20)} for r in ranks]
+    assert not firsts[0] & firsts[1]
+
+
+def test_nothing_usable_is_an_error(tmp_path):
+    path = tmp_path / "bin.txt"
+    path.write_bytes(b"\xff\xfe\x00\x81\n\x00\x00\n")
+    source = SentenceSource([path], TextSettings())
+    with pytest.raises(ElmoError, match="no usable text"):
+        source.next_sentence()
