@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
 import h5py
 import numpy as np
 import torch
+from torch import nn
 
 from ..errors import ElmoError, Errors
+from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import BiLMOptions
 
@@ -62,6 +64,14 @@ def _hdf5_names(options: BiLMOptions) -> Iterator[Tuple[str, Tuple[int, ...]]]:
             yield f"{prefix}/W_P_0", (o.lstm_dim, o.projection_dim)
 
 
+def _highways(bilm: BiLM) -> List[nn.Linear]:
+    return cast(List[nn.Linear], list(bilm.encoder.highways))
+
+
+def _lstm_layers(bilm: BiLM) -> List[ProjectedLSTMLayer]:
+    return cast(List[ProjectedLSTMLayer], list(bilm.lstm.layers))
+
+
 def _cell_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
@@ -108,7 +118,7 @@ def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
             weight.copy_(t(arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)))  # (n, dim, width)
             bias.copy_(t(arrays[f"CNN/b_cnn_{i}"]))
         F = o.n_filters
-        for k, hw in enumerate(enc.highways):
+        for k, hw in enumerate(_highways(bilm)):
             hw.weight[:F].copy_(t(arrays[f"CNN_high_{k}/W_transform"].T))
             hw.weight[F:].copy_(t(arrays[f"CNN_high_{k}/W_carry"].T))
             hw.bias[:F].copy_(t(arrays[f"CNN_high_{k}/b_transform"]))
@@ -116,7 +126,7 @@ def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
         enc.projection.weight.copy_(t(arrays["CNN_proj/W_proj"].T))
         enc.projection.bias.copy_(t(arrays["CNN_proj/b_proj"]))
         P = o.projection_dim
-        for layer_idx, layer in enumerate(bilm.lstm.layers):
+        for layer_idx, layer in enumerate(_lstm_layers(bilm)):
             for d in range(2):
                 prefix = _cell_prefix(d, layer_idx)
                 w0 = arrays[f"{prefix}/W_0"]
@@ -139,14 +149,14 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
         arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(a(weight).transpose(2, 1, 0)[None])
         arrays[f"CNN/b_cnn_{i}"] = a(bias)
     F = o.n_filters
-    for k, hw in enumerate(enc.highways):
+    for k, hw in enumerate(_highways(bilm)):
         arrays[f"CNN_high_{k}/W_transform"] = a(hw.weight[:F].T)
         arrays[f"CNN_high_{k}/W_carry"] = a(hw.weight[F:].T)
         arrays[f"CNN_high_{k}/b_transform"] = a(hw.bias[:F])
         arrays[f"CNN_high_{k}/b_carry"] = a(hw.bias[F:])
     arrays["CNN_proj/W_proj"] = a(enc.projection.weight.T)
     arrays["CNN_proj/b_proj"] = a(enc.projection.bias)
-    for layer_idx, layer in enumerate(bilm.lstm.layers):
+    for layer_idx, layer in enumerate(_lstm_layers(bilm)):
         for d in range(2):
             prefix = _cell_prefix(d, layer_idx)
             arrays[f"{prefix}/W_0"] = np.concatenate([a(layer.w_input[d]),
