@@ -99,3 +99,8 @@ class Errors:
 class Warnings:
     W001 = ("Options say n_characters=261 (the bilm-tf training layout). Loaded as 262 "
             "(inference layout); the vectors are the same.")
+    W002 = ("{n} token(s) are longer than this biLM's budget of {limit} UTF-8 bytes "
+            "(max_characters_per_token - 2; {cjk} CJK characters) and were cut to it, e.g. "
+            "{example!r}. The biLM cannot see past the cut. Split such tokens (e.g. spaCy's "
+            "'char' segmenter for Chinese), or pretrain a model with a larger "
+            "max_characters_per_token. (Shown once per model.)")

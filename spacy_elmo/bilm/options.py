@@ -104,7 +104,7 @@ class BiLMOptions:
         return data
 
     @classmethod
-    def from_json_dict(cls, data: Dict[str, Any], source: str = "<options>") -> "BiLMOptions":
+    def from_json_dict(cls, data: Dict[str, Any], source: str = "<options>") -> BiLMOptions:
         def get(section: str, key: str, default: Any = ...) -> Any:
             sec = data.get(section)
             if not isinstance(sec, dict) or key not in sec:
@@ -115,7 +115,7 @@ class BiLMOptions:
 
         n_characters = get("char_cnn", "n_characters", 262)
         if n_characters == 261:
-            warnings.warn(Warnings.W001)
+            warnings.warn(Warnings.W001, stacklevel=2)
             n_characters = 262
         embedding = get("char_cnn", "embedding")
         if not isinstance(embedding, dict) or "dim" not in embedding:
@@ -138,7 +138,7 @@ class BiLMOptions:
         )
 
     @classmethod
-    def from_file(cls, path: PathLike) -> "BiLMOptions":
+    def from_file(cls, path: PathLike) -> BiLMOptions:
         path = Path(path)
         if path.is_dir():
             if not (path / "options.json").exists():
@@ -158,7 +158,7 @@ class BiLMOptions:
     def to_file(self, path: PathLike) -> None:
         Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n", encoding="utf-8")
 
-    def replace(self, **changes: Any) -> "BiLMOptions":
+    def replace(self, **changes: Any) -> BiLMOptions:
         return replace(self, **changes)
 
     def as_dict(self) -> Dict[str, Any]:

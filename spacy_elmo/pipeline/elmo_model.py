@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
@@ -14,7 +15,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_de
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from .cache import OutputCache
 from .segments import Segment, length_batches, split_docs
 
@@ -117,6 +118,7 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
             outputs[seg.doc][:, ops.asarray1i(seg.positions.tolist())] = hit
         else:
             todo.append(k)
+    _warn_truncation(model, holder.char_ids.max_bytes, [segments[k] for k in todo])
     pending: List[Tuple[List[Segment], Callable, Tuple[int, ...]]] = []
     for batch in length_batches([segments[k] for k in todo], model.attrs["batch_size"]):
         batch_segments = [segments[todo[b]] for b in batch]
@@ -140,6 +142,18 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         return []
 
     return outputs, backprop
+
+
+def _warn_truncation(model: Model, limit: int, segments: List[Segment]) -> None:
+    """Say (once per model) that tokens were cut to the biLM's per-token byte budget."""
+    if model.attrs.get("warned_truncation"):
+        return
+    long = [w for seg in segments for w in seg.words
+            if len(w) * 4 > limit and len(w.encode("utf-8", "surrogatepass")) > limit]
+    if long:
+        model.attrs["warned_truncation"] = True
+        warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,
+                                           example=long[0][:60]), stacklevel=2)
 
 
 def _apply_settings(model: Model, bilm: BiLM) -> None:

@@ -160,3 +160,16 @@ def test_fixture_weights_through_the_component(fixture_dir, fixture_sentences):
     # the first fixture batch starts from a zero state: deterministic mode reproduces it
     np.testing.assert_allclose(doc._.elmo_layers[2],
                                np.concatenate([expected[0], expected[1]], -1), atol=1e-5)
+
+
+def test_chinese_text_and_truncation_warning(weights_dir):
+    nlp = spacy.blank("zh")  # character segmentation
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir)})
+    text = "我爱北京天安門！ＡＢＣ１２３，混合English文本🙂。" + "长" * 3000
+    doc = nlp(text)
+    assert len(doc) > 3000 and doc._.elmo.shape == (len(doc), 12)
+    assert np.isfinite(doc._.elmo).all()
+    # whitespace-joined long Chinese "words" exceed the 48-byte budget: the user is told
+    words = ["中华人民共和国国务院新闻办公室发布会今天举行", "好"]
+    with pytest.warns(UserWarning, match="longer than this biLM's budget of 48 UTF-8 bytes"):
+        nlp(Doc(nlp.vocab, words=words))
