@@ -15,7 +15,8 @@ class Errors:
     E003 = ("'{path}' has no dataset '{name}': it is not a bilm-tf/AllenNLP ELMo weights file "
             "(expected datasets such as 'char_embed', 'CNN/W_cnn_0', 'RNN_0/...'). {hint}")
     E004 = ("Weights do not match the options: dataset '{name}' in '{path}' has shape {found}, "
-            "but the options ask for {expected}. Use the options.json that came with these weights.")
+            "but the options ask for {expected}. Use the options.json that came with these "
+            "weights.")
     E005 = ("Options file '{path}' is missing the key '{key}'. An ELMo options.json has 'lstm' "
             "{{dim, projection_dim, n_layers, cell_clip, proj_clip, use_skip_connections}} and "
             "'char_cnn' {{activation, embedding{{dim}}, filters, max_characters_per_token, "
@@ -38,7 +39,8 @@ class Errors:
             "{shape} and dtype {dtype}.")
     E014 = ("Stateful mode needs at most {max_rows} rows per batch (the state was made for that "
             "many); got {rows}. Call reset_state() or create the runner with more rows.")
-    E015 = "--gpu-id {gpu_id} was given, but torch sees no CUDA device. Drop --gpu-id to run on CPU."
+    E015 = ("--gpu-id {gpu_id} was given, but torch sees no CUDA device. Drop --gpu-id to run "
+            "on CPU.")
     # Embedding files (spacy-elmo embed / info)
     E020 = "{name} must be a positive integer, got {value!r}."
     E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
