@@ -21,6 +21,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
+NO_SPACE_LANGS = ("zh", "ja", "th")
 
 
 def _read_columns(path: Path, strip_digit: bool) -> Iterator[Tuple[List[str], List[str]]]:
@@ -49,9 +50,30 @@ def _to_biluo(tags: List[str]) -> List[str]:
             continue
         prefix, label = tag.split("-", 1)
         mapped.append({"M": "I", "E": "L", "S": "U"}.get(prefix, prefix) + "-" + label)
-    if any(t.startswith(("L-", "U-")) for t in mapped):
-        return mapped
-    return iob_to_biluo(mapped)
+    if not any(t.startswith(("L-", "U-")) for t in mapped):
+        mapped = iob_to_biluo(mapped)
+    return _repair(mapped)
+
+
+def _repair(tags: List[str]) -> List[str]:
+    """Make a BILUO sequence valid: a stray inside/last tag starts an entity, an unclosed
+    begin/inside tag ends one (source files have a few such slips)."""
+    out = list(tags)
+    for i, tag in enumerate(out):
+        if tag == "O":
+            continue
+        prefix, label = tag.split("-", 1)
+        prev_open = i > 0 and out[i - 1] in (f"B-{label}", f"I-{label}")
+        nxt = tags[i + 1] if i + 1 < len(tags) else "O"
+        next_cont = nxt in (f"I-{label}", f"L-{label}")
+        if prefix in ("I", "L") and not prev_open:
+            prefix = "B" if prefix == "I" else "U"
+        if prefix == "B" and not next_cont:
+            prefix = "U"
+        elif prefix == "I" and not next_cont:
+            prefix = "L"
+        out[i] = f"{prefix}-{label}"
+    return out
 
 
 @app.command()
@@ -73,7 +95,8 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         group = sentences[start : start + sentences_per_doc]
         words = [w for ws, _ in group for w in ws]
         sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
-        doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
+        spaces = [False] * len(words) if lang in NO_SPACE_LANGS else None
+        doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
         doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
         if cats_from_entities:
             present = {ent.label_ for ent in doc.ents}
@@ -106,14 +129,18 @@ def _read_textcat(path: Path, fmt: str, label_first: bool
 def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str = "en",
             label_first: bool = False, multilabel: bool = False, limit: int = 0,
             split: Optional[float] = None, split_output: Optional[Path] = None,
-            seed: int = 0) -> None:
+            seed: int = 0, label_names: Optional[Path] = None) -> None:
     """Labelled sentences to .spacy with one-hot `doc.cats` (whitespace tokens for sst/trec).
 
     --split F --split-output PATH moves a random fraction F of the rows to a second file
-    (e.g. a dev set carved out of TREC's training file).
+    (e.g. a dev set carved out of TREC's training file). --label-names FILE maps label
+    indices to the names on the FILE's lines (THUCNews' class.txt).
     """
     nlp = spacy.blank(lang)
     rows = list(_read_textcat(input_path, format, label_first))
+    if label_names is not None:
+        names = label_names.read_text(encoding="utf-8").split()
+        rows = [(text, [names[int(label)] for label in ls]) for text, ls in rows]
     if limit:
         rows = rows[:limit]
     labels = sorted({label for _, ls in rows for label in ls})
