@@ -18,7 +18,9 @@ import spacy
 import typer
 
 NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
-         "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)"}
+         "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)",
+         "msra": "MSRA NER (F1)", "weibo": "Weibo NER (F1)", "resume": "Resume NER (F1)",
+         "thucnews": "THUCNews titles (accuracy)"}
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo": "ELMo listener", "elmo_concat": "[spaCy features ; ELMo]"}
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import typer
 from spacy.cli.evaluate import evaluate
 
-DATASETS = {"ner": "conll", "wnut": "wnut", "sst5": "sst5", "trec": "trec"}
+DATASETS = {"ner": "conll", "wnut": "wnut", "sst5": "sst5", "trec": "trec", "msra": "msra",
+            "weibo": "weibo", "resume": "resume", "thucnews": "thucnews"}
 
 
 def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1) -> None:
