@@ -1,0 +1,73 @@
+"""The spaCy project and its scripts: commands point at real files; converters are right."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import spacy
+import srsly
+from spacy.tokens import DocBin
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_convert():
+    spec = importlib.util.spec_from_file_location("convert", ROOT / "scripts" / "convert.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_project_commands_reference_existing_files():
+    project = srsly.read_yaml(ROOT / "project.yml")
+    names = {c["name"] for c in project["commands"]}
+    for workflow in project["workflows"].values():
+        assert set(workflow) <= names
+    for command in project["commands"]:
+        for line in command["script"]:
+            for ref in re.findall(r"(?:configs|scripts|demo/data)/[\w./-]+", line):
+                assert (ROOT / ref).exists(), (command["name"], ref)
+
+
+@pytest.mark.parametrize("tags,expected", [
+    (["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "L-PER", "O", "U-LOC"]),
+    (["S-ORG", "O", "B-NAME", "M-NAME", "E-NAME"], ["U-ORG", "O", "B-NAME", "I-NAME", "L-NAME"]),
+    (["I-ORG", "I-ORG", "O"], ["B-ORG", "L-ORG", "O"]),  # IOB1 / a slip: inside without begin
+    (["B-ORG", "O", "M-ORG"], ["U-ORG", "O", "U-ORG"]),
+])
+def test_tag_schemes_to_biluo(tags, expected):
+    assert _load_convert()._to_biluo(tags) == expected
+
+
+def test_convert_ner_and_textcat(tmp_path):
+    convert = _load_convert()
+    conll = tmp_path / "ner.txt"
+    conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"
+                     "German JJ B-NP B-MISC\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
+    convert.ner(conll, tmp_path / "ner.spacy", sentences_per_doc=10, lang="en",
+                strip_position_digit=False, limit=0, cats_from_entities=True)
+    doc = list(DocBin().from_disk(tmp_path / "ner.spacy").get_docs(spacy.blank("en").vocab))[0]
+    assert [(e.text, e.label_) for e in doc.ents] == [
+        ("EU", "ORG"), ("German", "MISC"), ("Peter Blackburn", "PER")]
+    assert len(list(doc.sents)) == 2
+    assert doc.cats == {"MISC": 1.0, "ORG": 1.0, "PER": 1.0}
+    weibo = tmp_path / "weibo.txt"
+    weibo.write_text("北0\tB-GPE.NAM\n京1\tI-GPE.NAM\n好0\tO\n", encoding="utf-8")
+    convert.ner(weibo, tmp_path / "weibo.spacy", sentences_per_doc=1, lang="zh",
+                strip_position_digit=True, limit=0, cats_from_entities=False)
+    doc = list(DocBin().from_disk(tmp_path / "weibo.spacy").get_docs(spacy.blank("zh").vocab))[0]
+    assert doc.text == "北京好" and [e.text for e in doc.ents] == ["北京"]
+    trec = tmp_path / "trec.txt"
+    trec.write_text("DESC:manner How did serfdom develop ?\nHUM:ind Who was Caesar ?\n"
+                    "NUM:date When ?\nHUM:gr Which team ?\n")
+    convert.textcat(trec, tmp_path / "train.spacy", format="trec", lang="en", label_first=False,
+                    multilabel=False, limit=0, split=0.5, split_output=tmp_path / "dev.spacy",
+                    seed=0, label_names=None)
+    vocab = spacy.blank("en").vocab
+    train = list(DocBin().from_disk(tmp_path / "train.spacy").get_docs(vocab))
+    dev = list(DocBin().from_disk(tmp_path / "dev.spacy").get_docs(vocab))
+    assert len(train) == len(dev) == 2
+    for doc in train + dev:
+        assert sorted(doc.cats) == ["DESC", "HUM", "NUM"] and sum(doc.cats.values()) == 1.0
