@@ -12,7 +12,8 @@ from ..errors import ElmoError, Errors
 
 # Settings that fix the model or the data streams: a resumed run must keep them.
 FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "split_sentences",
-               "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed")
+               "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
+               "init_weights")
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 

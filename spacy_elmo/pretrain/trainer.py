@@ -177,7 +177,8 @@ class Trainer:
         options = bilm.options.to_json_dict()
         self.frozen = frozen_settings(config, options)
         if saved is not None:
-            check_resume(saved["frozen"], self.frozen, self.out)
+            asked = options if config.init_weights else config.bilm_options().to_json_dict()
+            check_resume(saved["frozen"], frozen_settings(config, asked), self.out)
         if config.n_negatives >= len(self.vocab):
             raise ElmoError(Errors.E102.format(n_vocab=len(self.vocab),
                                                n_negatives=config.n_negatives))

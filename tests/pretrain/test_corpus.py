@@ -4,9 +4,15 @@ import lzma
 import pytest
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pretrain.corpus import (SentenceSource, SourceState, TextSettings,
-                                        iter_sentences, read_pieces, resolve_files,
-                                        split_sentences)
+from spacy_elmo.pretrain.corpus import (
+    SentenceSource,
+    SourceState,
+    TextSettings,
+    iter_sentences,
+    read_pieces,
+    resolve_files,
+    split_sentences,
+)
 
 
 def test_plain_gz_xz_globs_and_directories(tmp_path):

@@ -1,0 +1,72 @@
+"""End to end: training learns, survives Ctrl-C, resumes, exports, and loads."""
+
+import json
+import signal
+
+import h5py
+import torch
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm import batch_to_ids, load_bilm
+from spacy_elmo.cli import app
+from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
+from spacy_elmo.pretrain.trainer import Trainer, train
+
+from .conftest import tiny_config
+
+
+def dev_ppls(run):
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r["dev_ppl"] for r in map(json.loads, lines) if r["type"] == "dev"]
+
+
+def test_loss_decreases_on_a_repetitive_corpus(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat .\nthe dog ran to the red house .\n" * 50)
+    options = {"lstm_dim": 32, "projection_dim": 16, "filters": [[1, 8], [2, 8], [3, 16]],
+               "char_embed_dim": 4, "n_highway": 1}
+    result = train(tiny_config(tmp_path, max_steps=60, eval_every=20, n_negatives=6,
+                               optimizer="adam", lr=0.01, options=options), progress=False)
+    ppls = dev_ppls(tmp_path / "run")
+    assert len(ppls) == 3 and ppls[-1] < 0.5 * ppls[0], ppls
+    assert ppls[-1] < 5.0  # 12 word types: the model predicts most tokens
+    assert not result.stopped
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0
+    assert (tmp_path / "run" / "model" / "weights.hdf5").exists()
+
+
+def test_interrupt_resume_export_and_load(tmp_path, monkeypatch):
+    original = Trainer.train_step
+
+    def step_then_interrupt(self):
+        loss = original(self)
+        if self.step == 3:
+            signal.raise_signal(signal.SIGINT)
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_interrupt)
+    run = tmp_path / "run"
+    stopped = train(tiny_config(tmp_path, max_steps=8), progress=False)
+    assert stopped.stopped and stopped.step == 3
+    assert load_checkpoint(run)["step"] == 3
+    monkeypatch.setattr(Trainer, "train_step", original)
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["pretrain", "--output", str(run), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(run)["step"] == 8
+    out = tmp_path / "exported"
+    result = runner.invoke(app, ["export", str(run / "checkpoint.pt"), str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "options.json", "softmax.hdf5", "vocab.txt", "weights.hdf5"]
+    with h5py.File(out / "weights.hdf5") as f:
+        assert "char_embed" in f and not any("softmax" in name for name in f)
+    with h5py.File(out / "softmax.hdf5") as f:
+        n_vocab = len((out / "vocab.txt").read_text().splitlines())
+        assert f["softmax/W"].shape == (n_vocab, 8)
+    loaded = load_bilm(out)
+    trained = model_from_checkpoint(load_checkpoint(run)).bilm.eval()
+    ids = batch_to_ids([["the", "cat", "sat"], ["a", "dog"]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).layers, trained(ids).layers, atol=1e-6)
