@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 from thinc.api import Model, deserialize_attr, serialize_attr
 
@@ -11,16 +11,26 @@ from thinc.api import Model, deserialize_attr, serialize_attr
 class OutputCache:
     """Sentence (tuple of token texts) -> biLM layers, least recently used dropped first.
 
-    Bounded by `max_mb` of array memory. Never serialised or pickled with its contents: a
-    copied or loaded model starts with an empty cache.
+    Bounded by `max_mb` of array memory. Emptied whenever the biLM's weights change (see
+    `validate`). Never serialised or pickled with its contents: a copied or loaded model
+    starts with an empty cache.
     """
 
     def __init__(self, max_mb: float = 512.0) -> None:
         self.max_bytes = int(max_mb * 2**20)
         self._entries: OrderedDict[Tuple[str, ...], Any] = OrderedDict()
+        self._stamp: Optional[Tuple] = None
         self.n_bytes = 0
         self.hits = 0
         self.misses = 0
+
+    def validate(self, generation: int, parameters: Iterable[Any]) -> None:
+        """Drop every entry if the weights changed since the last call: an optimizer step
+        (`generation`), or parameters modified, replaced or moved by torch."""
+        stamp = (generation, *((p.data_ptr(), p._version, p.device) for p in parameters))
+        if stamp != self._stamp:
+            self.clear()
+            self._stamp = stamp
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -11,7 +11,10 @@ import srsly
 import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, xp2torch
+from thinc.api import ArgsKwargs, Model, Optimizer, get_torch_default_device, xp2torch
+from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
+from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
@@ -21,16 +24,37 @@ from .segments import Segment, length_batches, split_docs
 
 
 class BiLMHolder(torch.nn.Module):
-    """The torch side of the wrapper: empty until weights are loaded, then a BiLM."""
+    """The torch side of the wrapper: empty until weights are loaded, then a BiLM.
+
+    `generation` counts optimizer updates of the biLM (fine-tuning), for the caches.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.bilm: Optional[BiLM] = None
         self.char_ids: Optional[CharIds] = None
+        self.generation = 0
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         assert self.bilm is not None
         return self.bilm(char_ids).layers
+
+
+class BiLMShim(PyTorchShim):
+    """thinc's PyTorchShim, telling the caches when an optimizer step changed the biLM.
+
+    (thinc's optimizers update the parameters' memory in place, which torch's version
+    counters do not see.)
+    """
+
+    def finish_update(self, optimizer: Optimizer) -> None:
+        holder = self._model
+        updated = any(p.grad is not None for p in holder.parameters())
+        super().finish_update(optimizer)
+        if updated and holder.bilm is not None:
+            holder.generation += 1
+            if holder.bilm.word_cache is not None:
+                holder.bilm.word_cache.clear()
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v1")
@@ -54,9 +78,11 @@ def build_elmo_model(
         raise ElmoError(Errors.E007.format(key="batch_size/max_sentence_tokens",
                                            what="positive integers",
                                            value=(batch_size, max_sentence_tokens)))
-    wrapper = PyTorchWrapper_v3(BiLMHolder(), convert_inputs=_convert_ids,
-                                serialize_model=_serialize_holder,
-                                deserialize_model=_deserialize_holder)
+    shim = BiLMShim(BiLMHolder(), serialize_model=_serialize_holder,
+                    deserialize_model=_deserialize_holder)
+    wrapper: Model = Model("pytorch", pytorch_forward, shims=[shim], dims={"nI": None, "nO": None},
+                           attrs={"convert_inputs": _convert_ids,
+                                  "convert_outputs": convert_pytorch_default_outputs})
     return Model(
         "elmo",
         forward,
@@ -111,6 +137,8 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     outputs: List[Any] = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
     segments = split_docs(docs, model.attrs["max_sentence_tokens"])
     cache: Optional[OutputCache] = None if is_train else model.attrs["output_cache"]
+    if cache is not None:
+        cache.validate(holder.generation, holder.bilm.parameters())
     todo: List[int] = []
     for k, seg in enumerate(segments):
         hit = cache.get(tuple(seg.words)) if cache is not None else None

@@ -64,10 +64,18 @@ def test_grad_factor_fine_tunes_the_bilm(weights_dir):
         {"components.ner.model.tok2vec.grad_factor": 1.0})
     bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
     before = bilm.encoder.projection.weight.detach().clone()
+    text = "Alice went to Paris today ."
+    vectors_before = nlp(text)._.elmo  # fills the output cache
     optimizer = nlp.create_optimizer()
     for _ in range(3):
         nlp.update(examples, sgd=optimizer)
     assert not np.allclose(before.numpy(), bilm.encoder.projection.weight.detach().numpy())
+    # the cache must not serve outputs of the old weights
+    vectors_after = nlp(text)._.elmo
+    assert not np.allclose(vectors_before, vectors_after)
+    fresh = nlp.get_pipe("elmo")
+    fresh.model.attrs["output_cache"].clear()
+    np.testing.assert_allclose(nlp(text)._.elmo, vectors_after, atol=1e-6)
 
 
 def test_features_are_concatenated(weights_dir):
