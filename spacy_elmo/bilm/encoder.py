@@ -2,40 +2,49 @@
 
 from __future__ import annotations
 
+from typing import Iterator, List, Tuple
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .chars import PAD_CHAR
 from .options import BiLMOptions
+
+PAD_ID = PAD_CHAR + 1  # shifted id of the padding character inside a token
 
 
 class CharCNNEncoder(nn.Module):
     """Maps (n_tokens, max_chars) shifted char ids to (n_tokens, projection_dim) vectors.
 
-    All filters run as one convolution: each kernel is zero-padded on the right to the widest
-    width, and positions past a filter's own last valid window are excluded from its max.
+    All filters run as one matrix product over unfolded character windows: each kernel is
+    zero-padded on the right to the widest width, and positions past a filter's own last
+    valid window are excluded from its max. Exact shortcut: every window made only of the
+    padding character gives the same value, so tokens are grouped by how many characters
+    they use and each group computes only the windows that start inside its tokens, plus
+    that one constant.
     """
 
-    def __init__(self, options: BiLMOptions) -> None:
+    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 8192) -> None:
         super().__init__()
         self.options = options
         o = options
+        self.positions_per_chunk = positions_per_chunk
         self.char_embedding = nn.Embedding(o.n_characters, o.char_embed_dim, padding_idx=0)
         self.max_width = max(w for w, _ in o.filters)
         self.conv_weights = nn.ParameterList(
             nn.Parameter(torch.empty(n, o.char_embed_dim, w)) for w, n in o.filters)
         self.conv_biases = nn.ParameterList(nn.Parameter(torch.zeros(n)) for _, n in o.filters)
         widths = torch.cat([torch.full((n,), w) for w, n in o.filters])
-        n_pos = o.max_characters_per_token
-        valid = torch.arange(n_pos)[None, :] <= (n_pos - widths)[:, None]
-        self.register_buffer("invalid_positions", ~valid, persistent=False)
+        # the last valid window start of each output column
+        self.register_buffer("last_start", o.max_characters_per_token - widths,
+                             persistent=False)
         # highway: rows [0, F) are the transform, rows [F, 2F) the carry gate
         self.highways = nn.ModuleList(nn.Linear(o.n_filters, 2 * o.n_filters)
                                       for _ in range(o.n_highway))
         self.projection = nn.Linear(o.n_filters, o.projection_dim)
         self.activation = torch.relu if o.activation == "relu" else torch.tanh
         self.reset_parameters()
-
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.char_embedding.weight, -1.0, 1.0)
         with torch.no_grad():
@@ -55,16 +64,60 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         n = self.options.n_filters
-        x = self.char_embedding(char_ids).transpose(1, 2)  # (N, dim, chars)
-        x = F.pad(x, (0, self.max_width - 1))
-        weight = torch.cat([F.pad(w, (0, self.max_width - w.shape[-1]))
-                            for w in self.conv_weights])
-        conv = F.conv1d(x, weight)  # (N, n_filters, chars)
-        conv = conv.masked_fill(self.invalid_positions, float("-inf"))
-        bias = torch.cat(list(self.conv_biases))
-        h = self.activation(conv.max(dim=-1).values + bias)
+        h = self.activation(self.max_pool_conv(char_ids) + torch.cat(list(self.conv_biases)))
         for hw in self.highways:
             both = hw(h)
-            carry = torch.sigmoid(both[:, n:])
-            h = carry * torch.relu(both[:, :n]) + (1.0 - carry) * h
+            # carry * relu(transform) + (1 - carry) * h, in fewer passes
+            h = torch.addcmul(h, torch.sigmoid(both[:, n:]), torch.relu(both[:, :n]) - h)
         return self.projection(h)
+
+    def max_pool_conv(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, chars) ids -> (N, n_filters): each filter's max over positions, no bias."""
+        weight = torch.cat([F.pad(w, (0, self.max_width - w.shape[-1]))
+                            for w in self.conv_weights])  # (n_filters, dim, max_width)
+        # the value of a window made only of padding characters
+        pad_window = torch.einsum("fdk,d->f", weight,
+                                  self.char_embedding.weight[PAD_ID])
+        used = _used_lengths(char_ids)
+        order = torch.argsort(used, stable=True)
+        pooled: List[torch.Tensor] = []
+        flat_weight = weight.flatten(1).t()  # (dim * max_width, n_filters)
+        for start, stop, n_pos in self._chunks(used[order].tolist()):
+            rows = order[start:stop]
+            pooled.append(self._pool_chunk(char_ids[rows], n_pos, flat_weight))
+        out = torch.cat(pooled)[torch.argsort(order)] if pooled else (
+            flat_weight.new_zeros(0, flat_weight.shape[1]))
+        needs_pad = used[:, None] <= self.last_start[None, :]
+        return torch.where(needs_pad, torch.maximum(out, pad_window), out)
+
+    def _chunks(self, sorted_used: List[int]) -> Iterator[Tuple[int, int, int]]:
+        """(start, stop, positions) runs of length-sorted rows, bounded in rows x positions."""
+        start = 0
+        for i, used in enumerate(sorted_used):
+            n_pos = max(1, used)
+            if (i + 1 - start) * n_pos > self.positions_per_chunk and i > start:
+                yield start, i, max(1, sorted_used[i - 1])
+                start = i
+        if start < len(sorted_used):
+            yield start, len(sorted_used), max(1, sorted_used[-1])
+
+    def _pool_chunk(self, char_ids: torch.Tensor, n_pos: int, flat_weight: torch.Tensor
+                    ) -> torch.Tensor:
+        """Max over the first `n_pos` window starts of (rows, chars) ids."""
+        n_chars = char_ids.shape[1]
+        x = self.char_embedding(char_ids[:, : n_pos + self.max_width - 1])
+        x = F.pad(x, (0, 0, 0, n_pos + self.max_width - 1 - x.shape[1]))
+        windows = x.unfold(1, self.max_width, 1)  # (rows, n_pos, dim, max_width)
+        conv = (windows.reshape(-1, flat_weight.shape[0]) @ flat_weight).view(
+            char_ids.shape[0], n_pos, -1)
+        if n_pos + self.max_width - 1 > n_chars:  # some windows run past the token's end
+            starts = torch.arange(n_pos, device=conv.device)
+            conv = conv.masked_fill(starts[:, None] > self.last_start[None, :], float("-inf"))
+        return conv.amax(1)
+
+
+def _used_lengths(char_ids: torch.Tensor) -> torch.Tensor:
+    """Per row, 1 + the last position whose id is not the padding character (0 if none)."""
+    positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
+    return ((char_ids != PAD_ID) * positions).amax(1) if char_ids.shape[0] else (
+        positions.new_zeros(0))

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .options import BiLMOptions
@@ -28,12 +27,12 @@ class LSTMState:
 
     @classmethod
     def zeros(cls, options: BiLMOptions, rows: int, device: torch.device,
-              dtype: torch.dtype = torch.float32) -> "LSTMState":
+              dtype: torch.dtype = torch.float32) -> LSTMState:
         L = options.n_layers
         return cls(torch.zeros(L, 2, rows, options.projection_dim, device=device, dtype=dtype),
                    torch.zeros(L, 2, rows, options.lstm_dim, device=device, dtype=dtype))
 
-    def detach(self) -> "LSTMState":
+    def detach(self) -> LSTMState:
         return LSTMState(self.h.detach(), self.c.detach())
 
 
@@ -70,34 +69,64 @@ class ProjectedLSTMLayer(nn.Module):
         Returns outputs (2, steps, rows, proj) (zero where a row has ended) and the final
         (h, c), each row's taken after its own last step.
         """
-        _, steps, rows, _ = x.shape
-        H = self.w_proj.shape[1]
-        bias = (self.bias + self.forget_bias)[:, None, :]
-        gates_x = torch.baddbmm(bias, x.reshape(2, steps * rows, -1),
-                                self.w_input).view(2, steps, rows, 4 * H)
+        valid = _valid_steps(batch_sizes, x.shape[2], x.device)
+        out, h, c = self.run_packed(x[:, valid], batch_sizes, h0, c0)
+        return _unpack(out, valid), h, c
+
+    def run_packed(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
+                   c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The same on packed steps: x (2, sum(batch_sizes), in), step t's rows after
+        step t-1's (as in `torch.nn.utils.rnn.PackedSequence`) -> outputs packed alike."""
+        sizes = [n for n in batch_sizes if n > 0]
+        # all input projections at once (bmm + add_ beats baddbmm's broadcast copy)
+        gates_x = torch.bmm(x, self.w_input).add_((self.bias + self.forget_bias)[:, None, :])
         h, c = h0, c0
         outputs: List[torch.Tensor] = []
-        for t in range(steps):
-            n = batch_sizes[t]
-            h_t, c_t = h[:, :n], c[:, :n]
-            gates = torch.baddbmm(gates_x[:, t, :n], h_t, self.w_hidden)
-            i, j, f, o = gates.chunk(4, dim=-1)
-            c_new = torch.sigmoid(f) * c_t + torch.sigmoid(i) * torch.tanh(j)
-            if self.cell_clip is not None:
-                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            h_new = torch.bmm(torch.sigmoid(o) * torch.tanh(c_new), self.w_proj)
-            if self.proj_clip is not None:
-                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            if n < rows:
-                outputs.append(F.pad(h_new, (0, 0, 0, rows - n)))
-                h = torch.cat([h_new, h[:, n:]], dim=1)
-                c = torch.cat([c_new, c[:, n:]], dim=1)
-            else:
-                outputs.append(h_new)
-                h, c = h_new, c_new
-        if not outputs:
-            return x.new_zeros(2, 0, rows, h0.shape[-1]), h, c
-        return torch.stack(outputs, dim=1), h, c
+        done_h: List[torch.Tensor] = []  # final states of rows that ended, last rows first
+        done_c: List[torch.Tensor] = []
+        for gates_t in gates_x.split(sizes, dim=1):
+            n = gates_t.shape[1]
+            if n < h.shape[1]:
+                done_h.append(h[:, n:])
+                done_c.append(c[:, n:])
+                h, c = h[:, :n], c[:, :n]
+            h, c = self._step(gates_t, h, c)
+            outputs.append(h)
+        final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
+        final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
+        out = torch.cat(outputs, dim=1) if outputs else x.new_zeros(2, 0, h0.shape[-1])
+        return out, final_h, final_c
+
+    def _step(self, gates_x: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """One timestep of both directions; gates_x holds the input projection + bias.
+
+        One sigmoid over all four gate blocks (the candidate's is unused): fewer, larger
+        elementwise ops, which matters when each op has to wake the thread pool."""
+        gates = torch.baddbmm(gates_x, h, self.w_hidden)
+        H = c.shape[-1]
+        sig = torch.sigmoid(gates)
+        c = torch.addcmul(sig[..., 2 * H : 3 * H] * c, sig[..., :H],
+                          torch.tanh(gates[..., H : 2 * H]))
+        if self.cell_clip is not None:
+            c = c.clamp(-self.cell_clip, self.cell_clip)
+        h = torch.bmm(torch.tanh(c) * sig[..., 3 * H :], self.w_proj)
+        if self.proj_clip is not None:
+            h = h.clamp(-self.proj_clip, self.proj_clip)
+        return h, c
+
+
+def _valid_steps(batch_sizes: List[int], rows: int, device: torch.device) -> torch.Tensor:
+    """(steps, rows) bool: row r runs at step t (rows sorted longest-first)."""
+    sizes = torch.tensor(batch_sizes, device=device, dtype=torch.long)
+    return torch.arange(rows, device=device)[None, :] < sizes[:, None]
+
+
+def _unpack(packed: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(2, n_valid, d) -> (2, steps, rows, d), zero where `valid` is False."""
+    out = packed.new_zeros(2, *valid.shape, packed.shape[-1])
+    out[:, valid] = packed
+    return out
 
 
 class BiLSTMStack(nn.Module):
@@ -125,19 +154,20 @@ class BiLSTMStack(nn.Module):
         inverse = torch.argsort(order)
         steps_range = torch.arange(steps, device=lengths.device)
         batch_sizes = (lengths[None, :] > steps_range[:, None]).sum(1).tolist()
-        # (2, steps, rows, proj), rows sorted
-        inputs = torch.stack([x_fwd, x_bwd])[:, order].transpose(1, 2)
+        valid = _valid_steps(batch_sizes, rows, x_fwd.device)
+        # (2, n_valid, proj): the real steps of the length-sorted rows, packed
+        inputs = torch.stack([x_fwd, x_bwd])[:, order].transpose(1, 2)[:, valid]
         h_all, c_all = state.h[:, :, order], state.c[:, :, order]
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
         for k, layer in enumerate(self.layers):
             dropped = self.dropout(inputs)
-            out, h, c = layer(dropped, batch_sizes, h_all[k], c_all[k])
+            out, h, c = layer.run_packed(dropped, batch_sizes, h_all[k], c_all[k])
             if k > 0 and self.options.use_skip_connections:
                 out = out + dropped
             final_h.append(h)
             final_c.append(c)
-            outputs.append(out.transpose(1, 2)[:, inverse])
+            outputs.append(_unpack(out, valid).transpose(1, 2)[:, inverse])
             inputs = out
         final = LSTMState(torch.stack(final_h)[:, :, inverse], torch.stack(final_c)[:, :, inverse])
         return outputs, final

@@ -36,7 +36,7 @@ class WordCache:
 
     def __init__(self, max_entries: int = 100_000) -> None:
         self.max_entries = max_entries
-        self._entries: "OrderedDict[bytes, torch.Tensor]" = OrderedDict()
+        self._entries: OrderedDict[bytes, torch.Tensor] = OrderedDict()
         self._stamp: Optional[Tuple] = None
         self.hits = 0
         self.misses = 0
@@ -92,11 +92,16 @@ class BiLM(nn.Module):
         self.lstm.dropout.p = rate
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """Context-independent vectors of (n, max_chars) ids -> (n, proj)."""
-        if (self.word_cache is not None and not torch.is_grad_enabled()
-                and char_ids.shape[0] > 0):
+        """Context-independent vectors of (n, max_chars) ids -> (n, proj).
+
+        Without gradients, each distinct token is encoded once (through the word cache
+        when there is one)."""
+        if torch.is_grad_enabled() or char_ids.shape[0] == 0:
+            return self.encoder(char_ids)
+        if self.word_cache is not None:
             return self.word_cache.lookup(self.encoder, char_ids)
-        return self.encoder(char_ids)
+        unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+        return self.encoder(unique)[inverse]
 
     def embed_sequence(self, char_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """(batch, steps, chars) ids -> token vectors (batch, steps, proj), zero at padding,
