@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import nn
 
-from .lstm import BiLSTMStack, LSTMState
+from .lstm import LSTMState
 from .model import BiLM
 from .softmax import LMSoftmax
 
@@ -72,12 +72,8 @@ class BiLanguageModel(nn.Module):
         vectors = torch.cat([vectors, vectors.new_zeros(1, vectors.shape[-1])])
         index = torch.where(batch.index >= 0, batch.index, vectors.shape[0] - 1)
         x = vectors[index]  # (2, rows, steps, proj)
-        if bool((batch.lengths == x.shape[2]).all()):
-            top, final = full_window_lstm(self.bilm.lstm, x, state)
-        else:
-            outputs, final = self.bilm.lstm(x[0], x[1], batch.lengths, state)
-            top = outputs[-1]
-        top = self.dropout(top)
+        outputs, final = self.bilm.lstm(x[0], x[1], batch.lengths, state)
+        top = self.dropout(outputs[-1])
         hidden = top.reshape(-1, top.shape[-1])
         targets = batch.targets.reshape(-1)
         if self.training:
@@ -88,41 +84,3 @@ class BiLanguageModel(nn.Module):
         counts = (batch.targets >= 0).sum(dim=(1, 2)).tolist()
         return LMOutput(per_direction[0], per_direction[1], counts[0], counts[1], final)
 
-
-def full_window_lstm(stack: BiLSTMStack, x: torch.Tensor, state: Optional[LSTMState]
-                     ) -> Tuple[torch.Tensor, LSTMState]:
-    """The top layer of `stack` for windows where every row runs all steps: the same maths
-    as `BiLSTMStack.forward` (TF gate order, forget bias, clipping, residuals, dropout on
-    each layer's input), without the per-row bookkeeping, and with the input projections
-    split per timestep once (slicing them per step costs a full-size gradient each step).
-
-    x: (2, rows, steps, proj) -> (2, rows, steps, proj), final state.
-    """
-    _, rows, steps, _ = x.shape
-    if state is None:
-        state = LSTMState.zeros(stack.options, rows, x.device, x.dtype)
-    inputs = x.transpose(1, 2)  # (2, steps, rows, proj)
-    final_h, final_c = [], []
-    for k, layer in enumerate(stack.layers):
-        dropped = stack.dropout(inputs)
-        hidden = layer.w_proj.shape[1]
-        bias = (layer.bias + layer.forget_bias)[:, None, :]
-        gates_x = torch.baddbmm(bias, dropped.reshape(2, steps * rows, -1), layer.w_input)
-        h, c = state.h[k], state.c[k]
-        outputs = []
-        for gates_t in gates_x.view(2, steps, rows, 4 * hidden).unbind(1):
-            i, j, f, o = torch.baddbmm(gates_t, h, layer.w_hidden).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-            if layer.cell_clip is not None:
-                c = c.clamp(-layer.cell_clip, layer.cell_clip)
-            h = torch.bmm(torch.sigmoid(o) * torch.tanh(c), layer.w_proj)
-            if layer.proj_clip is not None:
-                h = h.clamp(-layer.proj_clip, layer.proj_clip)
-            outputs.append(h)
-        out = torch.stack(outputs, dim=1)
-        if k > 0 and stack.options.use_skip_connections:
-            out = out + dropped
-        final_h.append(h)
-        final_c.append(c)
-        inputs = out
-    return inputs.transpose(1, 2), LSTMState(torch.stack(final_h), torch.stack(final_c))

@@ -1,23 +1,12 @@
 import torch
 
-from spacy_elmo.bilm import BiLM, LSTMState
-from spacy_elmo.bilm.lm import BiLanguageModel, full_window_lstm
+from spacy_elmo.bilm import BiLM
+from spacy_elmo.bilm.lm import BiLanguageModel
 from spacy_elmo.pretrain.batches import BatchMaker, TrainStreams, take
 from spacy_elmo.pretrain.corpus import SentenceSource, TextSettings
 from spacy_elmo.pretrain.vocab import Vocab
 
 from ..conftest import TINY_OPTIONS
-
-
-def test_full_window_lstm_matches_the_stack():
-    torch.manual_seed(0)
-    bilm = BiLM(TINY_OPTIONS).eval()
-    x = torch.randn(2, 3, 5, TINY_OPTIONS.projection_dim)
-    state = LSTMState(torch.randn(2, 2, 3, 6) * 0.5, torch.randn(2, 2, 3, 12) * 0.5)
-    outputs, final = bilm.lstm(x[0], x[1], torch.tensor([5, 5, 5]), state)
-    top, final2 = full_window_lstm(bilm.lstm, x, state)
-    assert torch.equal(outputs[-1], top)
-    assert torch.equal(final.h, final2.h) and torch.equal(final.c, final2.c)
 
 
 def test_windows_carry_the_last_token_and_reverse_sentences(tmp_path):
