@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, List, Tuple
+from typing import Iterable, Iterator, List, Tuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,8 @@ class CharCNNEncoder(nn.Module):
     they use and each group computes only the windows that start inside its tokens, plus
     that one constant.
     """
+
+    last_start: torch.Tensor
 
     def __init__(self, options: BiLMOptions, positions_per_chunk: int = 8192) -> None:
         super().__init__()
@@ -55,7 +57,7 @@ class CharCNNEncoder(nn.Module):
         for bias in self.conv_biases:
             nn.init.zeros_(bias)
         n = self.options.n_filters
-        for hw in self.highways:
+        for hw in cast(Iterable[nn.Linear], self.highways):
             nn.init.normal_(hw.weight, std=(1.0 / n) ** 0.5)
             nn.init.zeros_(hw.bias[:n])
             nn.init.constant_(hw.bias[n:], -2.0)

@@ -10,7 +10,7 @@ forget bias of 1.0 (which bilm-tf does not store) is added at run time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, cast
 
 import torch
 from torch import nn
@@ -38,6 +38,8 @@ class LSTMState:
 
 class ProjectedLSTMLayer(nn.Module):
     """One layer, both directions: weights (2, ...) with [0] forward and [1] backward."""
+
+    forget_bias: torch.Tensor
 
     def __init__(self, input_dim: int, options: BiLMOptions) -> None:
         super().__init__()
@@ -160,7 +162,7 @@ class BiLSTMStack(nn.Module):
         h_all, c_all = state.h[:, :, order], state.c[:, :, order]
         outputs: List[torch.Tensor] = []
         final_h, final_c = [], []
-        for k, layer in enumerate(self.layers):
+        for k, layer in enumerate(cast(Iterable[ProjectedLSTMLayer], self.layers)):
             dropped = self.dropout(inputs)
             out, h, c = layer.run_packed(dropped, batch_sizes, h_all[k], c_all[k])
             if k > 0 and self.options.use_skip_connections:

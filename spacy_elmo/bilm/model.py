@@ -75,6 +75,9 @@ class WordCache:
 class BiLM(nn.Module):
     """ELMo's biLM. `forward` is deterministic: every sentence starts from a zero state."""
 
+    bos_ids: torch.Tensor
+    eos_ids: torch.Tensor
+
     def __init__(self, options: BiLMOptions, word_cache_size: int = 0) -> None:
         super().__init__()
         self.options = options

@@ -137,6 +137,20 @@ def test_huge_token_is_cut_to_the_byte_budget(tiny_bilm):
     np.testing.assert_array_equal(got, cut)
 
 
+@pytest.mark.parametrize("max_chars", [50, 20])
+def test_tokens_of_every_length_match_the_reference(max_chars):
+    """The encoder's shortcuts (windows cut to each token's length, chunks) stay exact."""
+    from .test_model import reference_forward
+
+    options = TINY_OPTIONS.replace(max_characters_per_token=max_chars, activation="tanh")
+    bilm = make_random_bilm(options)
+    bilm.encoder.positions_per_chunk = 40  # several chunks
+    tokens = ["x" * k for k in range(0, 60, 3)] + ["中" * 20, "<S>", "a"]
+    with torch.no_grad():
+        got = bilm(batch_to_ids([tokens], max_chars)).layers[:, 0]
+        torch.testing.assert_close(got, reference_forward(bilm, tokens), atol=1e-5, rtol=1e-5)
+
+
 def test_read_lines_is_lazy_and_strips(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b" a  b \r\n\nc")
