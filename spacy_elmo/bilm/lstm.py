@@ -10,7 +10,7 @@ forget bias of 1.0 (which bilm-tf does not store) is added at run time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple, cast
+from typing import Iterable, Iterator, List, Optional, Tuple, cast
 
 import torch
 from torch import nn
@@ -40,6 +40,7 @@ class ProjectedLSTMLayer(nn.Module):
     """One layer, both directions: weights (2, ...) with [0] forward and [1] backward."""
 
     forget_bias: torch.Tensor
+    projection_rows = 1024  # packed steps per input-projection matmul (bounds its memory)
 
     def __init__(self, input_dim: int, options: BiLMOptions) -> None:
         super().__init__()
@@ -80,20 +81,23 @@ class ProjectedLSTMLayer(nn.Module):
         """The same on packed steps: x (2, sum(batch_sizes), in), step t's rows after
         step t-1's (as in `torch.nn.utils.rnn.PackedSequence`) -> outputs packed alike."""
         sizes = [n for n in batch_sizes if n > 0]
-        # all input projections at once (bmm + add_ beats baddbmm's broadcast copy)
-        gates_x = torch.bmm(x, self.w_input).add_((self.bias + self.forget_bias)[:, None, :])
+        bias = (self.bias + self.forget_bias)[:, None, :]
         h, c = h0, c0
         outputs: List[torch.Tensor] = []
         done_h: List[torch.Tensor] = []  # final states of rows that ended, last rows first
         done_c: List[torch.Tensor] = []
-        for gates_t in gates_x.split(sizes, dim=1):
-            n = gates_t.shape[1]
-            if n < h.shape[1]:
-                done_h.append(h[:, n:])
-                done_c.append(c[:, n:])
-                h, c = h[:, :n], c[:, :n]
-            h, c = self._step(gates_t, h, c)
-            outputs.append(h)
+        for group, group_sizes in _step_groups(x, sizes, self.projection_rows):
+            # the input projections of many steps at once (bmm + add_ beats baddbmm's
+            # broadcast copy); groups bound the memory of long or wide batches
+            gates_x = torch.bmm(group, self.w_input).add_(bias)
+            for gates_t in gates_x.split(group_sizes, dim=1):
+                n = gates_t.shape[1]
+                if n < h.shape[1]:
+                    done_h.append(h[:, n:])
+                    done_c.append(c[:, n:])
+                    h, c = h[:, :n], c[:, :n]
+                h, c = self._step(gates_t, h, c)
+                outputs.append(h)
         final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
         final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
         out = torch.cat(outputs, dim=1) if outputs else x.new_zeros(2, 0, h0.shape[-1])
@@ -116,6 +120,21 @@ class ProjectedLSTMLayer(nn.Module):
         if self.proj_clip is not None:
             h = h.clamp(-self.proj_clip, self.proj_clip)
         return h, c
+
+
+def _step_groups(x: torch.Tensor, sizes: List[int], max_rows: int
+                 ) -> Iterator[Tuple[torch.Tensor, List[int]]]:
+    """Runs of consecutive packed steps of x (2, sum(sizes), in), each of about `max_rows`
+    rows (at least one step), with their step sizes."""
+    groups: List[List[int]] = []
+    rows = 0
+    for n in sizes:
+        if not groups or rows + n > max_rows:
+            groups.append([])
+            rows = 0
+        groups[-1].append(n)
+        rows += n
+    return zip(x.split([sum(g) for g in groups], dim=1), groups)
 
 
 def _valid_steps(batch_sizes: List[int], rows: int, device: torch.device) -> torch.Tensor:

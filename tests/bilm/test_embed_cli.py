@@ -151,6 +151,21 @@ def test_tokens_of_every_length_match_the_reference(max_chars):
         torch.testing.assert_close(got, reference_forward(bilm, tokens), atol=1e-5, rtol=1e-5)
 
 
+def test_input_projection_groups_change_nothing(tiny_bilm):
+    """Long batches project their inputs in groups of steps: same values, same gradients."""
+    ids = batch_to_ids([s.split() for s in SENTS])
+    whole = tiny_bilm(ids).layers
+    whole.sum().backward()
+    grad = tiny_bilm.lstm.layers[0].w_input.grad.clone()
+    tiny_bilm.zero_grad()
+    for layer in tiny_bilm.lstm.layers:
+        layer.projection_rows = 3
+    grouped = tiny_bilm(ids).layers
+    grouped.sum().backward()
+    torch.testing.assert_close(grouped, whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(tiny_bilm.lstm.layers[0].w_input.grad, grad, atol=1e-5, rtol=0)
+
+
 def test_read_lines_is_lazy_and_strips(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b" a  b \r\n\nc")
