@@ -35,6 +35,7 @@ def test_eval_mode_uses_the_full_softmax_and_sums_per_direction(tmp_path):
     streams = TrainStreams(SentenceSource([path], TextSettings(), shuffle=False),
                            BatchMaker(vocab, 50), rows=2, window=4)
     model = BiLanguageModel(BiLM(TINY_OPTIONS), len(vocab), n_negatives=4).eval()
-    out = model(streams.next_batch())
+    with torch.no_grad():
+        out = model(streams.next_batch())
     assert out.n_fwd == out.n_bwd == 8
     assert float(out.mean_loss) > 0 and out.state.h.shape == (2, 2, 2, 6)
