@@ -72,10 +72,13 @@ class LMSoftmax(nn.Module):
         log_q_true = self.sampler.log_expected_count(safe, n_negatives).to(hidden.device)
         true_logits = ((hidden * self.weight[safe]).sum(-1) + self.bias[safe]
                        - log_q_true.to(hidden.dtype))
-        sampled_logits = (F.linear(hidden, self.weight[sampled], self.bias[sampled])
-                          - log_q_sampled.to(hidden.dtype))
-        hits = safe[:, None] == sampled[None, :]
-        sampled_logits = sampled_logits.masked_fill(hits, torch.finfo(hidden.dtype).min)
-        logits = torch.cat([true_logits[:, None], sampled_logits], dim=1)
-        nll = -torch.log_softmax(logits, dim=1)[:, 0]
+        sampled_logits = torch.addmm(self.bias[sampled] - log_q_sampled.to(hidden.dtype),
+                                     hidden, self.weight[sampled].t())
+        # `sampled` is sorted and unique: each row has at most one accidental hit
+        col = torch.searchsorted(sampled, safe).clamp_(max=len(sampled) - 1)
+        row = torch.nonzero(sampled[col] == safe).squeeze(1)
+        sampled_logits.index_put_((row, col[row]),
+                                  torch.tensor(torch.finfo(hidden.dtype).min,
+                                               dtype=hidden.dtype, device=hidden.device))
+        nll = torch.logaddexp(true_logits, torch.logsumexp(sampled_logits, dim=1)) - true_logits
         return nll * keep.to(nll.dtype)
