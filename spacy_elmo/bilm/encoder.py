@@ -27,7 +27,7 @@ class CharCNNEncoder(nn.Module):
 
     last_start: torch.Tensor
 
-    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 8192) -> None:
+    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 2048) -> None:
         super().__init__()
         self.options = options
         o = options

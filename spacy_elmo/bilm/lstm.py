@@ -40,7 +40,7 @@ class ProjectedLSTMLayer(nn.Module):
     """One layer, both directions: weights (2, ...) with [0] forward and [1] backward."""
 
     forget_bias: torch.Tensor
-    projection_rows = 1024  # packed steps per input-projection matmul (bounds its memory)
+    projection_rows = 512  # packed steps per input-projection matmul (bounds its memory)
 
     def __init__(self, input_dim: int, options: BiLMOptions) -> None:
         super().__init__()
