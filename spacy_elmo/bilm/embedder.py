@@ -5,7 +5,10 @@ batches and yields the vectors in input order. Lines longer than `window` tokens
 overlapping windows (`window` tokens each, `context` extra tokens of text on either side,
 framed by `<S>`/`</S>` like any sentence) and stitched back together: the token layer is exact,
 the LSTM layers are an approximation (each window sees only `context` tokens beyond its own
-ends). Stateful mode feeds batches in file order to one `StatefulBiLM`, as the reference does.
+ends). Measured on the AllenNLP fixture model over a 5,000-token line: 200/50 (the default)
+stays within 8e-6 of one full pass, 200/25 within 1.5e-3, 200/10 within 0.11. Stateful mode
+feeds batches in file order to one `StatefulBiLM`, as the reference does, and refuses lines
+longer than `window`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch
 
 from ..errors import ElmoError, Errors
 from .chars import CharIds
-from .model import BiLM, StatefulBiLM
+from .model import BiLM, StatefulBiLM, WordCache
 
 PathLike = Union[str, "os.PathLike[str]"]
 LAYER_MODES = ("all", "top", "average")
@@ -47,12 +50,14 @@ class Embedder:
     """Turns tokenized sentences into ELMo layers, one numpy array per sentence.
 
     Arrays are (L+1, n_tokens, width) for `layers="all"`, else (n_tokens, width); an empty
-    sentence gives an array with 0 tokens.
+    sentence gives an array with 0 tokens. Unless the BiLM has a word cache already, one of
+    `word_cache` entries is installed on it (0: none).
     """
 
     def __init__(self, bilm: BiLM, *, batch_size: int = 64, layers: str = "all",
                  stateful: bool = False, window: int = 200, context: Optional[int] = None,
-                 max_batch_tokens: int = 8192, chunk_tokens: int = 32768) -> None:
+                 max_batch_tokens: int = 8192, chunk_tokens: int = 32768,
+                 word_cache: int = 100_000) -> None:
         if layers not in LAYER_MODES:
             raise ElmoError(Errors.E012.format(value=layers, name="layers",
                                                choices=list(LAYER_MODES)))
@@ -61,6 +66,8 @@ class Embedder:
                             ("chunk_tokens", chunk_tokens)):
             if value < 1:
                 raise ElmoError(Errors.E020.format(name=name, value=value))
+        if bilm.word_cache is None and word_cache > 0:  # exact, so on by default
+            bilm.word_cache = WordCache(word_cache)
         self.bilm = bilm
         self.batch_size = batch_size
         self.layers = layers

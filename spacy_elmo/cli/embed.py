@@ -67,9 +67,9 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Path,
                                            choices=list(LAYER_MODES)))
     device = select_device(gpu_id)
     lines = read_lines(input_path)  # checks the file before the model is loaded
-    bilm = load_bilm(weights, options, word_cache_size=word_cache).to(device)
+    bilm = load_bilm(weights, options).to(device)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
-                        window=window)
+                        window=window, word_cache=word_cache)
     for_model, for_index = itertools.tee(lines)
     arrays = embedder.embed(line.split() for line in for_model)
     items = zip(for_index, arrays)

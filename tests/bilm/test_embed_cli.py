@@ -96,6 +96,17 @@ def test_deterministic_mode_keeps_input_order_and_ignores_batching(tiny_bilm):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 
+def test_word_cache_is_on_by_default_and_exact():
+    sentences = [s.split() for s in SENTS] * 2
+    plain = list(Embedder(make_random_bilm(), word_cache=0).embed(sentences))
+    embedder = Embedder(make_random_bilm(), batch_size=2)
+    cached = list(embedder.embed(sentences))
+    cache = embedder.bilm.word_cache
+    assert cache is not None and cache.hits > 0
+    for a, b in zip(plain, cached):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+
+
 def test_embedding_is_lazy(tiny_bilm):
     endless = (["word", str(i)] for i in itertools.count())
     first = list(itertools.islice(Embedder(tiny_bilm, chunk_tokens=64).embed(endless), 3))
