@@ -17,8 +17,15 @@ from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors
 from . import app
 
+EMBED_HELP = (
+    "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
+    "One dataset per line, named by the 0-based line number; a blank line gives a dataset "
+    "with 0 tokens. A `sentence_to_index` dataset holds JSON mapping each line's text to its "
+    "dataset name, as AllenNLP's `elmo` command wrote."
+)
 
-@app.command("embed")
+
+@app.command("embed", help=EMBED_HELP)
 def embed_cli(
     input_path: Path = typer.Argument(..., metavar="INPUT", help=(
         "UTF-8 text, one whitespace-tokenized sentence per line.")),
@@ -41,12 +48,7 @@ def embed_cli(
         "Longer lines run as overlapping windows of this many tokens, with window/4 "
         "tokens of context either side (approximate LSTM layers; see the docs).")),
 ) -> None:
-    """Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.
-
-    One dataset per line, named by the 0-based line number; a blank line gives a dataset
-    with 0 tokens. A `sentence_to_index` dataset holds JSON mapping each line's text to its
-    dataset name, as AllenNLP's `elmo` command wrote.
-    """
+    """The `embed` command (help text: EMBED_HELP)."""
     try:
         n = embed_file(input_path, output_path, weights=weights, options=options,
                        layers=layers, batch_size=batch_size, stateful=stateful,
