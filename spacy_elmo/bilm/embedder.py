@@ -219,6 +219,9 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
 
     Datasets are written as they come; the file is built under a temporary name and
     renamed at the end, so a failed run leaves no half-written OUTPUT. Returns the count.
+    Memory does not grow with the vectors, only with the per-line bookkeeping: the index's
+    text and HDF5's metadata, about 1.7 KB a line (measured: 310 MB RSS for 3,000 lines,
+    356 MB for 30,000, tiny model).
     """
     path = Path(path)
     if path.is_dir():
@@ -239,6 +242,7 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
                 n += 1
             data = f.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
             data[0] = json.dumps(index)
+        os.chmod(tmp, _default_file_mode())  # mkstemp makes it private (0600)
         os.replace(tmp, path)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
@@ -246,3 +250,10 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
         if os.path.exists(tmp):
             os.unlink(tmp)
     return n
+
+
+def _default_file_mode() -> int:
+    """The mode `open()` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -78,6 +78,13 @@ def test_layers_shapes_and_values(tmp_path, tiny_weights_dir, layers):
             np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
 
 
+def test_output_file_has_the_usual_permissions(tmp_path, tiny_weights_dir):
+    text = write_text(tmp_path / "in.txt", ["a"])
+    invoke("embed", text, tmp_path / "out.hdf5", "--weights", tiny_weights_dir)
+    (tmp_path / "plain").touch()
+    assert (tmp_path / "out.hdf5").stat().st_mode == (tmp_path / "plain").stat().st_mode
+
+
 def test_empty_line_gives_empty_dataset(tmp_path, tiny_weights_dir):
     text = write_text(tmp_path / "in.txt", ["a b", "", "   ", "c"])
     invoke("embed", text, tmp_path / "out.hdf5", "--weights", tiny_weights_dir)
