@@ -167,7 +167,6 @@ class Embedder:
         return [layers[i, : len(t)].numpy() for i, t in enumerate(batch)]
 
 
-
 def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
     """One sentence's array from its (start, array) parts, in any order."""
     if len(parts) == 1:
