@@ -1,10 +1,13 @@
 import json
+import os
 from pathlib import Path
 
-import pytest
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see README)
 
-from spacy_elmo.bilm import BiLM, BiLMOptions, save_bilm
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from spacy_elmo.bilm import BiLM, BiLMOptions, save_bilm  # noqa: E402
 
 torch.set_num_threads(1)
 

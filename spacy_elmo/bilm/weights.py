@@ -98,9 +98,28 @@ def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
     except ElmoError:
         raise
     except (OSError, KeyError, ValueError) as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an HDF5 weights file",
+        raise ElmoError(Errors.E002.format(path=path, kind="an HDF5 weights file" + _sniff(path),
                                            err=err)) from err
     return arrays
+
+
+def _sniff(path: Path) -> str:
+    """A hint at what a file that is not HDF5 really is."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return ""
+    if head.startswith(b"PK"):
+        return (" (it is a zip archive, e.g. a PyTorch checkpoint or a model archive: "
+                "export it with `spacy-elmo export`)")
+    if head[:1] == b"\x80":
+        return " (it is a Python pickle, e.g. a PyTorch checkpoint)"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return " (it is JSON: options.json? pass it as the options)"
+    if head.startswith(b"\x89HDF"):
+        return " (it is HDF5, but could not be read)"
+    return ""
 
 
 def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
@@ -176,6 +195,9 @@ def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
         with h5py.File(tmp, "w") as f:
             for name, value in arrays.items():
                 f.create_dataset(name, data=value)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
         os.replace(tmp, path)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err

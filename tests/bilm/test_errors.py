@@ -105,8 +105,22 @@ def test_weights_of_another_format(weights_copy, kind):
         torch.save(make_random_bilm().state_dict(), path)
     else:
         path.write_bytes(np.random.default_rng(0).bytes(4096) if kind == "random bytes" else b"")
-    with pytest.raises(ElmoError, match="as an HDF5 weights file"):
+    with pytest.raises(ElmoError, match="as an HDF5 weights file") as info:
         load_bilm(weights_copy)
+    assert ("PyTorch checkpoint" in str(info.value)) == (kind == "torch.save")
+
+
+def test_written_weights_have_the_usual_file_mode(tmp_path, tiny_bilm):
+    import os
+
+    from spacy_elmo.bilm import save_bilm
+
+    umask = os.umask(0o022)
+    try:
+        _, weights = save_bilm(tiny_bilm, tmp_path)
+    finally:
+        os.umask(umask)
+    assert weights.stat().st_mode & 0o777 == 0o644
 
 
 def test_n_characters_261_loads_with_warning_and_same_vectors(weights_copy):
