@@ -27,13 +27,21 @@ from spacy_elmo.pretrain.vocab import Vocab
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    return best_times({"fn": fn}, repeats)["fn"]
+
+
+def best_times(fns: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, float]:
+    """Best time of each function, timed round-robin so that a burst of load from other
+    processes on the shared machine hits one repeat of each rather than all of one."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def matmul_rate(n: int = 1024, repeats: int = 10) -> float:
@@ -67,7 +75,7 @@ def flops(options: BiLMOptions, batch: LMBatch, n_negatives: int) -> Dict[str, f
     return {"char CNN": 3 * cnn, "LSTM": 3 * lstm, "softmax": 3 * softmax}
 
 
-def part_times(model: BiLanguageModel, batch: LMBatch, repeats: int) -> Dict[str, float]:
+def part_fns(model: BiLanguageModel, batch: LMBatch) -> Dict[str, Callable[[], object]]:
     """Forward + backward of each part alone, on the shapes of a real step."""
     bilm = model.bilm
     with torch.no_grad():
@@ -99,8 +107,7 @@ def part_times(model: BiLanguageModel, batch: LMBatch, repeats: int) -> Dict[str
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
         optimizer.step()
 
-    return {"char CNN": best_time(cnn, repeats), "LSTM": best_time(lstm, repeats),
-            "softmax": best_time(softmax, repeats), "optimizer": best_time(step, repeats)}
+    return {"char CNN": cnn, "LSTM": lstm, "softmax": softmax, "optimizer": step}
 
 
 def bench(name: str, *, rows: int, window: int, n_vocab: int, n_negatives: int,
@@ -122,8 +129,8 @@ def bench(name: str, *, rows: int, window: int, n_vocab: int, n_negatives: int,
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
         optimizer.step()
 
-    step = best_time(train_step, repeats)
-    parts = part_times(model, batch, repeats)
+    parts = best_times({"step": train_step, **part_fns(model, batch)}, repeats)
+    step = parts.pop("step")
     counted = flops(options, batch, n_negatives)
     return {"name": name, "rows": rows, "window": window, "unique": batch.chars.shape[0],
             "step": step, "tokens_per_s": rows * window / step, "parts": parts,

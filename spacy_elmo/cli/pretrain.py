@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -82,6 +83,8 @@ def pretrain_cli(
         result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
         msg.fail(str(err), exits=1)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
     if result.stopped:
         msg.warn(f"Stopped at step {result.step}; checkpoint saved. Continue with: "
                  f"spacy-elmo pretrain --output {cfg.output} --resume")

@@ -190,8 +190,7 @@ class Trainer:
         self.net: torch.nn.Module = self.model
         if ctx.distributed:
             self.net = DistributedDataParallel(
-                self.model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None,
-                broadcast_buffers=False)
+                self.model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
         self.optimizer = self._optimizer()
         self.step = 0
         self.tokens = 0
