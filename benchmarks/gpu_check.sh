@@ -32,5 +32,35 @@ PY
 python -m spacy train configs/ner_textcat_elmo.cfg --gpu-id 0 --output "$tmp/out" \
   --paths.train "$tmp/train.spacy" --paths.dev "$tmp/dev.spacy" --paths.elmo_weights "$tmp/bilm" \
   --training.max_steps 50 --training.eval_frequency 25
-echo "== 3. embedding throughput, GPU vs CPU"
-python benchmarks/bench_embed.py --device cuda --compare-cpu --quick
+echo "== 3. embedding throughput, GPU vs CPU (random weights, 256 sentences of 10-30 tokens)"
+python - <<'PY'
+import random, time
+import torch
+from spacy_elmo.bilm import BiLM, batch_to_ids, preset
+rng = random.Random(0)
+words = "the of and to in a is that for it as was with be by on not he this are".split()
+sents = [[rng.choice(words) + str(rng.randint(0, 999)) for _ in range(rng.randint(10, 30))]
+         for _ in range(256)]
+n_tokens = sum(map(len, sents))
+torch.set_num_threads(2)
+print("| size | CPU tok/s | GPU tok/s | GPU/CPU |")
+print("|---|---:|---:|---:|")
+for size in ("small", "original"):
+    torch.manual_seed(0)
+    bilm = BiLM(preset(size)).eval()
+    rates = {}
+    for device in ("cpu", "cuda"):
+        model = bilm.to(device)
+        batches = [batch_to_ids(sents[i:i + 64]).to(device) for i in range(0, len(sents), 64)]
+        with torch.inference_mode():
+            model(batches[0])  # warm-up
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for batch in batches:
+                model(batch)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        rates[device] = n_tokens / (time.perf_counter() - start)
+    print(f"| {size} | {rates['cpu']:,.0f} | {rates['cuda']:,.0f} | {rates['cuda'] / rates['cpu']:.1f}x |")
+PY
