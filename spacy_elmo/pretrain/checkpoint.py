@@ -27,7 +27,10 @@ def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
     write leaves the previous checkpoint as it was."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is not
         torch.save({"format": FORMAT, **payload}, tmp)
         os.replace(tmp, path)
     except (OSError, RuntimeError) as err:
