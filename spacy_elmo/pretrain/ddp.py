@@ -70,10 +70,3 @@ def barrier(ctx: DistContext) -> None:
     if ctx.distributed:
         dist.barrier()
 
-
-def sum_all(ctx: DistContext, values: List[float]) -> List[float]:
-    if not ctx.distributed:
-        return values
-    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t)
-    return t.tolist()
