@@ -46,6 +46,7 @@ class PretrainConfig:
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     clip_norm: float = 10.0
+    sum_over_steps: bool = True
     max_steps: int = 10_000
     eval_every: int = 500
     dev_max_tokens: Optional[int] = 100_000

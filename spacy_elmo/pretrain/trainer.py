@@ -252,7 +252,8 @@ class Trainer:
         self.state = out.state.detach()
         loss = out.mean_loss
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        # bilm-tf: the gradient of the loss summed over a window's steps, averaged over rows
+        (loss * self.config.window if self.config.sum_over_steps else loss).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr * lr_factor(self.config, self.step)
