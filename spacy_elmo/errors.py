@@ -84,18 +84,17 @@ class Errors:
     E051 = ("The `elmo` component has no 'weights' configured and no bundled English biLM is "
             "installed. Set it, e.g. nlp.add_pipe('elmo', config={{'weights': "
             "'path/to/dir_or_weights.hdf5'}}).")
-    E053 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
+    E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
             "{expected}). The `elmo` component must run before its listeners in the same "
             "update; do not list it in [training] frozen_components with listeners that "
             "fine-tune it (grad_factor > 0).")
-    E054 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
+    E053 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
             "before this one in the pipeline, or it is not initialized. Add an `elmo` "
             "component earlier in the pipeline and call nlp.initialize() (it initializes in "
             "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
-    E055 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
-    E056 = ("The biLM in '{path}' gives {found}-wide vectors with {found_layers} layers, but "
-            "this pipeline was trained with {expected}-wide vectors and {expected_layers} "
-            "layers. Use the weights the pipeline was trained with.")
+    E054 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
+    E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
+            "it, or restore it from a DocBin saved with store_user_data=True.")
 
 
 class Warnings:
@@ -106,3 +105,6 @@ class Warnings:
             "{example!r}. The biLM cannot see past the cut. Split such tokens (e.g. spaCy's "
             "'char' segmenter for Chinese), or pretrain a model with a larger "
             "max_characters_per_token. (Shown once per model.)")
+    W003 = ("An ELMo listener got docs without ELMo layers and used zero vectors for them: the "
+            "`elmo` component did not run on these docs (disabled, or the docs were made "
+            "elsewhere). Run the whole pipeline, or keep `elmo` enabled.")

@@ -16,7 +16,7 @@ from thinc.types import Floats3d
 from ..errors import ElmoError, Errors
 from .elmo_model import has_bilm
 from .extensions import register_extensions, set_vector_hooks
-from .listener import ElmoListener
+from .listener import ElmoListener, replace_listener, replace_listener_cfg
 from .loading import load_weights_into
 
 DEFAULT_MODEL = Config().from_str("""
@@ -25,7 +25,7 @@ DEFAULT_MODEL = Config().from_str("""
 batch_size = 64
 max_sentence_tokens = 100
 word_cache_size = 50000
-output_cache_mb = 512
+output_cache_mb = 0
 dropout = 0.0
 """)["model"]
 
@@ -55,6 +55,10 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
                          mix_weights=mix_weights, gamma=gamma)
 
 
+def _no_gradient(d_outputs: List[Floats3d]) -> List[Doc]:
+    return []
+
+
 class ElmoComponent(TrainablePipe):
     """Runs a biLM over sentences; shares its layers with `ElmoListener`s downstream."""
 
@@ -66,6 +70,10 @@ class ElmoComponent(TrainablePipe):
         self.model = model
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
+        self._pending: List[Callable[[], None]] = []
+        # nlp.replace_listeners(...): listeners become a private copy of this biLM
+        model.attrs["replace_listener"] = replace_listener
+        model.attrs["replace_listener_cfg"] = replace_listener_cfg
         if mix_weights is not None and (min(mix_weights) < 0 or sum(mix_weights) <= 0):
             raise ElmoError(Errors.E007.format(key="mix_weights", value=mix_weights,
                                                what="non-negative numbers with a positive sum"))
@@ -159,7 +167,10 @@ class ElmoComponent(TrainablePipe):
         """Run the biLM once and hand its layers to every listener.
 
         With all listeners frozen (grad_factor 0) the biLM runs without gradients, and the
-        outputs of sentences seen before come from the cache.
+        outputs of sentences seen before come from the cache. Otherwise the listeners'
+        gradients are summed, and the biLM's backward pass runs in `finish_update` (so the
+        order of the listeners and their factors do not matter); `nlp.update` calls it after
+        every component's update.
         """
         if losses is None:
             losses = {}
@@ -168,11 +179,13 @@ class ElmoComponent(TrainablePipe):
         validate_get_examples(lambda: examples, "ElmoComponent.update")
         docs = [eg.predicted for eg in examples]
         self.ensure_loaded()
-        frozen = all(listener.attrs["grad_factor"] == 0 for listener in self.listeners)
-        if frozen:
-            outputs, backprop_model = self.model.predict(docs), None
-        else:
-            outputs, backprop_model = self.model.begin_update(docs)
+        batch_id = ElmoListener.get_batch_id(docs)
+        if all(listener.attrs["grad_factor"] == 0 for listener in self.listeners):
+            outputs = self.model.predict(docs)
+            for listener in self.listeners:
+                listener.receive(batch_id, outputs, _no_gradient)
+            return losses
+        outputs, backprop_model = self.model.begin_update(docs)
         d_outputs = [self.model.ops.alloc3f(*o.shape) for o in outputs]
 
         def accumulate(one_d_outputs: List[Floats3d]) -> List[Doc]:
@@ -180,23 +193,21 @@ class ElmoComponent(TrainablePipe):
                 d_outputs[i] += d
             return []
 
-        def backprop(one_d_outputs: List[Floats3d]) -> List[Doc]:
-            accumulate(one_d_outputs)
-            if backprop_model is not None:
-                backprop_model(d_outputs)
-                if sgd is not None:
-                    self.finish_update(sgd)
-            return []
-
-        batch_id = ElmoListener.get_batch_id(docs)
-        for listener in self.listeners[:-1]:
+        self._pending.append(lambda: backprop_model(d_outputs))
+        for listener in self.listeners:
             listener.receive(batch_id, outputs, accumulate)
-        if self.listeners:
-            self.listeners[-1].receive(batch_id, outputs, backprop)
         return losses
+
+    def finish_update(self, sgd: Optimizer) -> None:
+        """Backpropagate the gradients the listeners collected, then update the biLM."""
+        pending, self._pending = self._pending, []
+        for backprop in pending:
+            backprop()
+        if pending:
+            self.model.finish_update(sgd)
 
     def get_loss(self, examples, scores) -> None:  # no loss of its own
         return None
 
-    def add_label(self, label: str) -> int:
-        raise NotImplementedError
+    def __getstate__(self) -> dict:
+        return dict(self.__dict__, _pending=[])

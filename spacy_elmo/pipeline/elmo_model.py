@@ -26,7 +26,8 @@ from .segments import Segment, length_batches, split_docs
 class BiLMHolder(torch.nn.Module):
     """The torch side of the wrapper: empty until weights are loaded, then a BiLM.
 
-    `generation` counts optimizer updates of the biLM (fine-tuning), for the caches.
+    `generation` counts changes of the biLM's weights by optimizer steps (fine-tuning) and
+    loading, for the caches.
     """
 
     def __init__(self) -> None:
@@ -34,6 +35,7 @@ class BiLMHolder(torch.nn.Module):
         self.bilm: Optional[BiLM] = None
         self.char_ids: Optional[CharIds] = None
         self.generation = 0
+        self.warned_truncation = False
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         assert self.bilm is not None
@@ -69,7 +71,8 @@ def build_elmo_model(
     """Run docs through a biLM, sentence by sentence; output (L+1, n_tokens, width) per doc.
 
     batch_size: sentences per biLM call (sorted by length). max_sentence_tokens: longer
-    sentences, and docs without sentence boundaries, are cut into windows of this size.
+    sentences, and docs without sentence boundaries, run as overlapping windows of this size
+    (plus a quarter of it as context on each side).
     word_cache_size: token-encoder outputs kept per distinct word (inference only, exact).
     output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs.
     dropout: the biLM's own dropout, used only when it is fine-tuned.
@@ -113,16 +116,13 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     holder = get_holder(model)
     holder.bilm = bilm.to(get_torch_default_device())
     holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    holder.generation += 1
     _set_dims(model, bilm.options)
-    model.attrs["output_cache"].clear()
 
 
 def _set_dims(model: Model, options: BiLMOptions) -> None:
-    for name, value in (("nO", options.output_dim), ("nL", options.n_output_layers)):
-        if model.has_dim(name) and model.get_dim(name) not in (None, value):
-            model.set_dim(name, value, force=True)
-        else:
-            model.set_dim(name, value)
+    model.set_dim("nO", options.output_dim, force=True)
+    model.set_dim("nL", options.n_output_layers, force=True)
 
 
 def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: bool
@@ -143,10 +143,11 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     for k, seg in enumerate(segments):
         hit = cache.get(tuple(seg.words)) if cache is not None else None
         if hit is not None:
-            outputs[seg.doc][:, ops.asarray1i(seg.positions.tolist())] = hit
+            positions = ops.asarray1i(seg.positions.tolist())
+            outputs[seg.doc][:, positions] = hit[:, seg.start : seg.end]
         else:
             todo.append(k)
-    _warn_truncation(model, holder.char_ids.max_bytes, [segments[k] for k in todo])
+    _warn_truncation(holder, [segments[k] for k in todo])
     pending: List[Tuple[List[Segment], Callable, Tuple[int, ...]]] = []
     for batch in length_batches([segments[k] for k in todo], model.attrs["batch_size"]):
         batch_segments = [segments[todo[b]] for b in batch]
@@ -154,7 +155,8 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         layers, backprop_batch = wrapper(ids, is_train)
         for b, seg in enumerate(batch_segments):
             values = layers[:, b, : len(seg.words)]
-            outputs[seg.doc][:, ops.asarray1i(seg.positions.tolist())] = values
+            positions = ops.asarray1i(seg.positions.tolist())
+            outputs[seg.doc][:, positions] = values[:, seg.start : seg.end]
             if cache is not None:
                 cache.put(tuple(seg.words), values.copy())
         if is_train:
@@ -165,21 +167,22 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
             d_layers: Any = ops.alloc4f(*shape)
             for b, seg in enumerate(batch_segments):
                 positions = ops.asarray1i(seg.positions.tolist())
-                d_layers[:, b, : len(seg.words)] = d_outputs[seg.doc][:, positions]
+                d_layers[:, b, seg.start : seg.end] = d_outputs[seg.doc][:, positions]
             backprop_batch(d_layers)
         return []
 
     return outputs, backprop
 
 
-def _warn_truncation(model: Model, limit: int, segments: List[Segment]) -> None:
-    """Say (once per model) that tokens were cut to the biLM's per-token byte budget."""
-    if model.attrs.get("warned_truncation"):
+def _warn_truncation(holder: BiLMHolder, segments: List[Segment]) -> None:
+    """Say (once per loaded model) that tokens were cut to the biLM's per-token budget."""
+    if holder.warned_truncation or holder.char_ids is None:
         return
+    limit = holder.char_ids.max_bytes
     long = [w for seg in segments for w in seg.words
             if len(w) * 4 > limit and len(w.encode("utf-8", "surrogatepass")) > limit]
     if long:
-        model.attrs["warned_truncation"] = True
+        holder.warned_truncation = True
         warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,
                                            example=long[0][:60]), stacklevel=2)
 
@@ -217,4 +220,5 @@ def _deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHol
     bilm.load_state_dict(state)
     holder.bilm = bilm.to(device).eval()
     holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    holder.generation += 1
     return holder

@@ -7,6 +7,8 @@ from typing import Any, Optional, Union
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
+from ..errors import ElmoError, Errors
+
 
 def register_extensions() -> None:
     """Register the extension attributes once (safe to call again)."""
@@ -35,8 +37,15 @@ def span_elmo(span: Span) -> Optional[np.ndarray]:
     return vectors[span.start : span.end].mean(axis=0)
 
 
-def doc_elmo_mean(doc: Doc) -> np.ndarray:
+def _vectors_of(doc: Doc) -> np.ndarray:
     vectors = doc._.elmo
+    if vectors is None:
+        raise ElmoError(Errors.E055)
+    return vectors
+
+
+def doc_elmo_mean(doc: Doc) -> np.ndarray:
+    vectors = _vectors_of(doc)
     if len(doc) == 0:
         return np.zeros(vectors.shape[1], dtype="float32")
     return vectors.mean(axis=0)
@@ -59,11 +68,12 @@ def _similarity(a: Union[Doc, Span, Token], b: Union[Doc, Span, Token]) -> float
 
 
 def _span_vector(span: Span) -> np.ndarray:
+    _vectors_of(span.doc)
     return span._.elmo
 
 
 def _token_vector(token: Token) -> np.ndarray:
-    return token._.elmo
+    return _vectors_of(token.doc)[token.i]
 
 
 def _vector_norm(obj: Union[Doc, Span, Token]) -> float:

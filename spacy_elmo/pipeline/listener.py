@@ -3,6 +3,7 @@ tok2vec. Each gets the task's own learned layer mix, optional spaCy features bes
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from spacy.tokens import Doc
@@ -10,7 +11,7 @@ from spacy.util import registry
 from thinc.api import Model, chain, concatenate
 from thinc.types import Floats2d, Floats3d
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from .elmo_model import build_elmo_model
 from .loading import load_weights_into
 from .scalar_mix import ScalarMix
@@ -18,17 +19,20 @@ from .scalar_mix import ScalarMix
 
 class ElmoListener(Model):
     """Receives the `elmo` component's layers during `update`; reads them from
-    `doc._.elmo_layers` otherwise (zeros of the right shape where a doc has none)."""
+    `doc._.elmo_layers` otherwise (zeros of the right shape where a doc has none, with a
+    warning once the listener has been fed real layers before)."""
 
     name = "elmo-listener"
 
     def __init__(self, upstream_name: str, grad_factor: float) -> None:
         Model.__init__(self, name=self.name, forward=_listener_forward,
-                       dims={"nO": None, "nL": None}, attrs={"grad_factor": grad_factor})
+                       dims={"nO": None, "nL": None},
+                       attrs={"grad_factor": grad_factor, "fed": False})
         self.upstream_name = upstream_name
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[Floats3d]] = None
         self._backprop: Optional[Callable] = None
+        self._warned = False
 
     @staticmethod
     def get_batch_id(docs: Iterable[Doc]) -> int:
@@ -38,6 +42,7 @@ class ElmoListener(Model):
         self._batch_id = batch_id
         self._outputs = outputs
         self._backprop = backprop
+        self.attrs["fed"] = True
 
     def set_upstream_dims(self, width: int, n_layers: int) -> None:
         for name, value in (("nO", width), ("nL", n_layers)):
@@ -55,7 +60,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
     if is_train and model._batch_id is not None:
         batch_id = model.get_batch_id(docs)
         if batch_id != model._batch_id:
-            raise ElmoError(Errors.E053.format(got=batch_id, expected=model._batch_id))
+            raise ElmoError(Errors.E052.format(got=batch_id, expected=model._batch_id))
         outputs, upstream_backprop = model._outputs, model._backprop
         factor = model.attrs["grad_factor"]
         assert outputs is not None and upstream_backprop is not None
@@ -67,12 +72,15 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
 
         return outputs, backprop
     if not model.has_dim("nO") or not model.has_dim("nL"):
-        raise ElmoError(Errors.E054)
+        raise ElmoError(Errors.E053)
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     outputs = []
     for doc in docs:
         layers = doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
-        if layers is None or layers.shape[1] != len(doc):
+        if layers is None or layers.shape != (n_layers, len(doc), width):
+            if len(doc) and model.attrs["fed"] and not model._warned:
+                model._warned = True
+                warnings.warn(Warnings.W003, stacklevel=2)
             outputs.append(model.ops.alloc3f(n_layers, len(doc), width))
         else:
             outputs.append(model.ops.asarray3f(layers))
@@ -109,17 +117,50 @@ def build_elmo_tok2vec(
     dropout: float = 0.0,
     batch_size: int = 64,
     max_sentence_tokens: int = 100,
+    word_cache_size: int = 50_000,
+    output_cache_mb: float = 512.0,
+    bilm_dropout: float = 0.0,
     features: Optional[Model[List[Doc], List[Floats2d]]] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A component's own biLM (not shared), loaded from `weights` at initialize."""
-    elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens)
-    elmo.attrs["weights"] = weights or ""
-    elmo.attrs["options"] = options or ""
-    runner: Model[List[Doc], List[Floats3d]] = Model(
-        "elmo-private", _private_forward, layers=[elmo], attrs={"grad_factor": grad_factor})
+    """A component's own biLM (not shared with other components), loaded from `weights`
+    (None: the bundled English biLM) at initialize, with this task's mix."""
+    elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens,
+                            word_cache_size=word_cache_size, output_cache_mb=output_cache_mb,
+                            dropout=bilm_dropout)
+    elmo.attrs["weights"] = weights
+    elmo.attrs["options"] = options
+    runner = private_runner(elmo, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _with_features(mixed, features, elmo)
+    return _with_features(mixed, features, runner)
+
+
+def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
+    """Runs a component's own ElmoModel: frozen (cached, no gradients) at grad_factor 0."""
+    return Model("elmo-private", _private_forward, layers=[elmo],
+                 attrs={"grad_factor": grad_factor})
+
+
+def replace_listener(new_model: Model, listener: Model, component: Any) -> Model:
+    """For `nlp.replace_listeners`: the listener becomes a private copy of the biLM that keeps
+    the listener's grad_factor."""
+    return private_runner(new_model, listener.attrs["grad_factor"])
+
+
+def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]
+                         ) -> Dict[str, Any]:
+    """The config of `replace_listener`'s result: an ElmoTok2Vec.v1 block (its weights come
+    with the pipeline, so `weights` stays null)."""
+    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v1",
+                           "weights": None, "options": None}
+    for key in ("grad_factor", "layer_norm", "dropout", "features"):
+        if key in listener_cfg:
+            cfg[key] = listener_cfg[key]
+    for key in ("batch_size", "max_sentence_tokens", "word_cache_size", "output_cache_mb"):
+        if key in elmo_cfg:
+            cfg[key] = elmo_cfg[key]
+    cfg["bilm_dropout"] = elmo_cfg.get("dropout", 0.0)
+    return cfg
 
 
 def _private_forward(model: Model, docs: List[Doc], is_train: bool
@@ -152,18 +193,20 @@ def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Calla
 
 def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
     source = model.get_ref("elmo_source")
+    if isinstance(source, ElmoListener):
+        dims_from = source
+    else:  # a private biLM: load it first (a loaded or copied one is kept)
+        dims_from = source.layers[0]
+        load_weights_into(dims_from, dims_from.attrs.get("weights"),
+                          dims_from.attrs.get("options"), reload=False)
+    if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
+        raise ElmoError(Errors.E053)
     inner = model.layers[0]
-    if source.name != "elmo-listener":  # a private biLM: load it (once) first
-        load_weights_into(source, source.attrs["weights"] or None,
-                          source.attrs["options"] or None, reload=False)
-    if not source.has_dim("nO") or not source.has_dim("nL"):
-        raise ElmoError(Errors.E054)
     for node in inner.walk():
         if node.name == "elmo-scalar-mix":
-            node.set_dim("nL", source.get_dim("nL"), force=True)
+            node.set_dim("nL", dims_from.get_dim("nL"), force=True)
     inner.initialize(X=X)
-    width = source.get_dim("nO")
+    width = dims_from.get_dim("nO")
     if model.has_ref("features"):
         width += model.get_ref("features").get_dim("nO")
     model.set_dim("nO", width, force=True)
-

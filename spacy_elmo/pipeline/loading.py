@@ -50,7 +50,7 @@ def fetch(location: Union[str, Path]) -> Path:
                     bar.update(len(chunk))
         shutil.move(tmp, target)
     except OSError as err:
-        raise ElmoError(Errors.E055.format(url=text, err=err)) from err
+        raise ElmoError(Errors.E054.format(url=text, err=err)) from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

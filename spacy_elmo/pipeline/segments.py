@@ -11,30 +11,42 @@ from spacy.tokens import Doc
 
 @dataclass
 class Segment:
-    """The tokens of one biLM input: `doc` index, token positions and their texts."""
+    """One biLM input: the texts of `words`, of which `words[start:end]` are kept and
+    written to the tokens at `positions` of doc number `doc` (the rest is context)."""
 
     doc: int
     positions: np.ndarray
     words: List[str]
+    start: int
+    end: int
 
 
 def split_docs(docs: Sequence[Doc], max_tokens: int) -> List[Segment]:
-    """Sentences when the docs have boundaries, else windows of at most `max_tokens`.
+    """Sentences when the docs have boundaries, else the whole doc; pieces longer than
+    `max_tokens` become windows of `max_tokens` with `max_tokens // 4` tokens of context
+    on each side (overlapping, so no token sits at an artificial sentence edge).
 
     Whitespace tokens are left out (the biLM was never trained on them; they get zero
-    vectors), and sentences longer than `max_tokens` are cut into windows.
+    vectors).
     """
+    context = max_tokens // 4
     segments: List[Segment] = []
     for i, doc in enumerate(docs):
         if doc.has_annotation("SENT_START"):
             spans = [(sent.start, sent.end) for sent in doc.sents]
         else:
             spans = [(0, len(doc))]
-        for start, end in spans:
-            positions = [t.i for t in doc[start:end] if not t.is_space]
-            for k in range(0, len(positions), max_tokens):
-                chunk = np.asarray(positions[k : k + max_tokens], dtype=np.int64)
-                segments.append(Segment(i, chunk, [doc[int(p)].text for p in chunk]))
+        for span_start, span_end in spans:
+            positions = [t.i for t in doc[span_start:span_end] if not t.is_space]
+            texts = [doc[p].text for p in positions]
+            n = len(positions)
+            for keep_start in range(0, n, max_tokens):
+                keep_end = min(n, keep_start + max_tokens)
+                first = 0 if n <= max_tokens else max(0, keep_start - context)
+                last = n if n <= max_tokens else min(n, keep_end + context)
+                segments.append(Segment(
+                    i, np.asarray(positions[keep_start:keep_end], dtype=np.int64),
+                    texts[first:last], keep_start - first, keep_end - first))
     return segments
 
 

@@ -79,6 +79,17 @@ def test_docbin_roundtrip_keeps_vectors(nlp_elmo):
     np.testing.assert_array_equal(restored[2]._.elmo, doc[2]._.elmo)
 
 
+def test_vector_hooks_on_a_doc_without_vectors_say_why(nlp_elmo):
+    from spacy_elmo.pipeline import set_vector_hooks
+
+    doc = nlp_elmo.make_doc("no vectors here")
+    set_vector_hooks(doc)
+    with pytest.raises(ElmoError, match="has no ELMo vectors"):
+        doc.vector
+    with pytest.raises(ElmoError, match="has no ELMo vectors"):
+        doc[0].vector
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t  "])
 def test_empty_and_whitespace_docs(nlp_elmo, text):
     doc = nlp_elmo(text)
@@ -105,7 +116,23 @@ def test_long_doc_without_sentences_is_windowed(weights_dir):
     doc = nlp(doc)
     assert doc._.elmo.shape == (20_000, 12)
     assert calls and max(shape[0] for shape in calls) <= 8
-    assert max(shape[1] for shape in calls) <= 50
+    assert max(shape[1] for shape in calls) <= 50 + 2 * (50 // 4)  # window + context
+
+
+def test_windows_overlap_and_keep_the_token_layer_exact(weights_dir):
+    def run(max_tokens):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config={"weights": str(weights_dir), "store_layers": True,
+                                     "model": {"@architectures": "spacy-elmo.ElmoModel.v1",
+                                               "max_sentence_tokens": max_tokens}})
+        return nlp(Doc(nlp.vocab, words=[f"w{i % 37}" for i in range(230)]))._.elmo_layers
+
+    windowed, whole = run(40), run(1000)
+    np.testing.assert_allclose(windowed[0], whole[0], atol=1e-6)
+    assert np.abs(windowed[1:]).sum(-1).min() > 0  # every token got LSTM outputs
+    # with context on both sides, the windows agree with one pass far better than hard cuts
+    diff = np.abs(windowed[1:] - whole[1:]).max()
+    assert diff < 0.5 * np.abs(whole[1:]).max()
 
 
 def test_pipe_batches_and_n_process(nlp_elmo):

@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import spacy
+import torch
 from spacy.cli.train import train
 from spacy.training import Example
 from thinc.api import Config
@@ -76,6 +77,42 @@ def test_grad_factor_fine_tunes_the_bilm(weights_dir):
     fresh = nlp.get_pipe("elmo")
     fresh.model.attrs["output_cache"].clear()
     np.testing.assert_allclose(nlp(text)._.elmo, vectors_after, atol=1e-6)
+
+
+@pytest.mark.parametrize("factors", [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0)])
+def test_any_listener_with_a_grad_factor_fine_tunes(weights_dir, factors):
+    nlp, examples = _train_nlp(weights_dir, overrides={
+        "components.ner.model.tok2vec.grad_factor": factors[0],
+        "components.textcat.model.tok2vec.grad_factor": factors[1]})
+    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    before = {k: v.clone() for k, v in bilm.state_dict().items()}
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    changed = [k for k, v in bilm.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(changed) == len(before)
+
+
+def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir, tmp_path):
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg")
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    text = "Alice went to Paris today ."
+    expected = [(e.text, e.label_) for e in nlp(text).ents]
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    assert nlp.get_pipe("elmo").listening_components == []
+    cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
+    assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v1" and cfg["grad_factor"] == 0.0
+    nlp.remove_pipe("elmo")
+    assert [(e.text, e.label_) for e in nlp(text).ents] == expected
+    nlp.to_disk(tmp_path / "p")
+    loaded = spacy.load(tmp_path / "p")
+    assert [(e.text, e.label_) for e in loaded(text).ents] == expected
+
+
+def test_listener_warns_when_docs_have_no_layers(weights_dir):
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg")
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    with nlp.select_pipes(disable=["elmo"]):
+        with pytest.warns(UserWarning, match="used zero vectors"):
+            nlp("Alice went to Paris today .")
 
 
 def test_features_are_concatenated(weights_dir):
