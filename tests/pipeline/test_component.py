@@ -85,9 +85,9 @@ def test_vector_hooks_on_a_doc_without_vectors_say_why(nlp_elmo):
     doc = nlp_elmo.make_doc("no vectors here")
     set_vector_hooks(doc)
     with pytest.raises(ElmoError, match="has no ELMo vectors"):
-        doc.vector
+        _ = doc.vector
     with pytest.raises(ElmoError, match="has no ELMo vectors"):
-        doc[0].vector
+        _ = doc[0].vector
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t  "])
