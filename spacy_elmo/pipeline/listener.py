@@ -193,6 +193,7 @@ def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Calla
 
 def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
     source = model.get_ref("elmo_source")
+    dims_from: Model
     if isinstance(source, ElmoListener):
         dims_from = source
     else:  # a private biLM: load it first (a loaded or copied one is kept)
