@@ -51,7 +51,7 @@ def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:
 def main(metrics: Path, training: Path, output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     rows: Dict[Tuple[str, str], Dict[str, float]] = {}
-    for path in sorted(metrics.glob("*.json")):
+    for path in sorted(metrics.glob("*.*.json")):  # <run>.<split>.json
         run, split = path.stem.rsplit(".", 1)
         dataset, model = run.split("_", 1)
         rows.setdefault((dataset, model), {})[split] = _score(json.loads(path.read_text()))

@@ -41,6 +41,9 @@ class Errors:
             "many); got {rows}. Call reset_state() or create the runner with more rows.")
     E015 = ("--gpu-id {gpu_id} was given, but torch sees no CUDA device. Drop --gpu-id to run "
             "on CPU.")
+    E016 = ("No options file for the weights '{weights}' (looked for {tried}). Pass the "
+            "options.json that came with the weights (`options` in the component config, "
+            "--options on the command line).")
     # Embedding files (spacy-elmo embed / info)
     E020 = "{name} must be a positive integer, got {value!r}."
     E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "

@@ -24,21 +24,32 @@ OPTIONS_NAME = "options.json"
 
 def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
                   ) -> Tuple[Path, Path]:
-    """(options, weights) from a weights file (+ options file) or a directory with both."""
+    """(options, weights) from a weights file (+ options file) or a directory with both.
+
+    Without `options`, looks beside the weights for `options.json`, and for AllenNLP's
+    naming, `<name>_options.json` beside `<name>_weights.hdf5`.
+    """
     weights = Path(weights)
     if weights.is_dir():
         directory = weights
         weights = directory / WEIGHTS_NAME
         if not weights.exists():
             raise ElmoError(Errors.E008.format(path=directory, name=WEIGHTS_NAME))
-        if options is None:
-            options = directory / OPTIONS_NAME
+    if not weights.exists():
+        raise ElmoError(Errors.E001.format(path=weights, cwd=Path.cwd()))
     if options is None:
-        options = weights.with_name(OPTIONS_NAME)
+        candidates = [weights.with_name(OPTIONS_NAME)]
+        if weights.name.endswith("_weights.hdf5"):
+            candidates.insert(0, weights.with_name(
+                weights.name[: -len("_weights.hdf5")] + "_options.json"))
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise ElmoError(Errors.E016.format(
+                weights=weights, tried=", ".join(str(c) for c in candidates)))
+        return found[0], weights
     options = Path(options)
-    for path in (weights, options):
-        if not path.exists():
-            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    if not options.exists():
+        raise ElmoError(Errors.E001.format(path=options, cwd=Path.cwd()))
     return options, weights
 
 
@@ -86,8 +97,9 @@ def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
         with h5py.File(path, "r") as f:
             for name, shape in _hdf5_names(options):
                 if name not in f:
-                    hint = ("Is it an AllenNLP model archive or a PyTorch checkpoint? Export "
-                            "it with `spacy-elmo export`." if "char_embed" not in f else
+                    hint = ("It may be another model's HDF5 file; ELMo weights files come as "
+                            "`*_weights.hdf5` from AllenNLP/bilm-tf, or from `spacy-elmo "
+                            "export` for models pretrained here." if "char_embed" not in f else
                             "The options may describe a different model (layers, highway).")
                     raise ElmoError(Errors.E003.format(path=path, name=name, hint=hint))
                 data = f[name]
@@ -111,8 +123,8 @@ def _sniff(path: Path) -> str:
     except OSError:
         return ""
     if head.startswith(b"PK"):
-        return (" (it is a zip archive, e.g. a PyTorch checkpoint or a model archive: "
-                "export it with `spacy-elmo export`)")
+        return (" (it is a zip archive, e.g. a PyTorch checkpoint; a checkpoint of "
+                "`spacy-elmo pretrain` becomes a weights file with `spacy-elmo export`)")
     if head[:1] == b"\x80":
         return " (it is a Python pickle, e.g. a PyTorch checkpoint)"
     if head.lstrip()[:1] in (b"{", b"["):

@@ -72,7 +72,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
         ds = xp.tensordot(Xn, dM, axes=([1, 2], [0, 1]))  # (L,)
         dw = s * (ds - (s * ds).sum())
         model.inc_grad("w", dw.astype("float32"))
-        model.inc_grad("gamma", xp.asarray([d_gamma], dtype="float32"))
+        model.inc_grad("gamma", d_gamma.reshape(1).astype("float32"))
         dXn = s[:, None, None] * dM[None]
         if model.attrs["layer_norm"]:
             dX = (dXn - dXn.mean(axis=-1, keepdims=True)

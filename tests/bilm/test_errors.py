@@ -188,5 +188,13 @@ def test_out_of_range_gpu_id(text, tmp_path, tiny_weights_dir):
 def test_directory_without_options_file(tmp_path):
     save_bilm(make_random_bilm(), tmp_path / "m")
     (tmp_path / "m" / "options.json").unlink()
-    with pytest.raises(ElmoError, match="No such file.*options.json"):
+    with pytest.raises(ElmoError, match="No options file for the weights.*options.json"):
         load_bilm(tmp_path / "m")
+
+
+def test_allennlp_style_file_names(tmp_path):
+    save_bilm(make_random_bilm(), tmp_path / "m")
+    (tmp_path / "m" / "weights.hdf5").rename(tmp_path / "m" / "elmo_tiny_weights.hdf5")
+    (tmp_path / "m" / "options.json").rename(tmp_path / "m" / "elmo_tiny_options.json")
+    bilm = load_bilm(tmp_path / "m" / "elmo_tiny_weights.hdf5")
+    assert bilm.options.lstm_dim == make_random_bilm().options.lstm_dim
