@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, chain, concatenate
+from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from ..errors import ElmoError, Errors, Warnings
@@ -95,16 +95,21 @@ def build_elmo_listener(
     layer_norm: bool = False,
     dropout: float = 0.0,
     features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    width: Optional[int] = None,
+    encode: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
     """Token vectors from a shared `elmo` component, mixed for this task.
 
     grad_factor 0 keeps the biLM frozen (the paper's feature-based use); > 0 fine-tunes it
     with the task's gradients scaled by that factor. features, e.g. spacy.MultiHashEmbed.v2,
-    are concatenated before the ELMo vector ([x_k ; ELMo_k]).
+    are concatenated before the ELMo vector ([x_k ; ELMo_k]). width: project [x ; ELMo] to
+    this width (Maxout + layer norm) so that the task learns its own features from them;
+    encode: then a contextual encoder of that width, e.g. spacy.MaxoutWindowEncoder.v2 (the
+    paper feeds ELMo into the task's own recurrent encoder).
     """
     receiver = ElmoListener(upstream, grad_factor)
-    return _with_features(chain(receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout)),
-                          features, receiver)
+    mixed = chain(receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
+    return _assemble(mixed, receiver, features, width, encode)
 
 
 @registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
@@ -121,9 +126,12 @@ def build_elmo_tok2vec(
     output_cache_mb: float = 512.0,
     bilm_dropout: float = 0.0,
     features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    width: Optional[int] = None,
+    encode: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
     """A component's own biLM (not shared with other components), loaded from `weights`
-    (None: the bundled English biLM) at initialize, with this task's mix."""
+    (None: the bundled English biLM) at initialize, with this task's mix; the other
+    settings as in ElmoListener.v1."""
     elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens,
                             word_cache_size=word_cache_size, output_cache_mb=output_cache_mb,
                             dropout=bilm_dropout)
@@ -132,7 +140,7 @@ def build_elmo_tok2vec(
     runner = private_runner(elmo, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _with_features(mixed, features, runner)
+    return _assemble(mixed, runner, features, width, encode)
 
 
 def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
@@ -153,7 +161,7 @@ def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]
     with the pipeline, so `weights` stays null)."""
     cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v1",
                            "weights": None, "options": None}
-    for key in ("grad_factor", "layer_norm", "dropout", "features"):
+    for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
         if key in listener_cfg:
             cfg[key] = listener_cfg[key]
     for key in ("batch_size", "max_sentence_tokens", "word_cache_size", "output_cache_mb"):
@@ -177,14 +185,22 @@ def _private_forward(model: Model, docs: List[Doc], is_train: bool
     return outputs, backprop
 
 
-def _with_features(mixed: Model, features: Optional[Model], source: Model
-                   ) -> Model[List[Doc], List[Floats2d]]:
+def _assemble(mixed: Model, source: Model, features: Optional[Model], width: Optional[int],
+              encode: Optional[Model]) -> Model[List[Doc], List[Floats2d]]:
+    """[features ;] mix, then optionally a Maxout projection to `width` and an encoder."""
     inner = mixed if features is None else concatenate(features, mixed)
     refs: Dict[str, Optional[Model]] = {"elmo_source": source}
     if features is not None:
         refs["features"] = features
+    if encode is not None and width is None:
+        raise ElmoError(Errors.E007.format(key="width", value=None,
+                                           what="set when `encode` is (the encoder's width)"))
+    if width is not None:
+        inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))
+        if encode is not None:
+            inner = chain(inner, encode)
     return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,
-                 dims={"nO": None}, refs=refs)
+                 dims={"nO": width}, refs=refs, attrs={"width": width})
 
 
 def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Callable]:
@@ -207,7 +223,9 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
         if node.name == "elmo-scalar-mix":
             node.set_dim("nL", dims_from.get_dim("nL"), force=True)
     inner.initialize(X=X)
-    width = dims_from.get_dim("nO")
-    if model.has_ref("features"):
-        width += model.get_ref("features").get_dim("nO")
+    width = model.attrs["width"]
+    if width is None:
+        width = dims_from.get_dim("nO")
+        if model.has_ref("features"):
+            width += model.get_ref("features").get_dim("nO")
     model.set_dim("nO", width, force=True)

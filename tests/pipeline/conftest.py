@@ -31,11 +31,13 @@ def toy_docs(nlp, n: int, seed: int = 0):
     names = ["Alice", "Bob", "Carol", "Dave"]
     cities = ["Paris", "London", "Berlin", "Rome"]
     docs = []
-    for i in range(n):
-        words = [rng.choice(names), "went", "to", rng.choice(cities), "today", "."]
+    for _ in range(n):
+        city = rng.choice(cities)
+        words = [rng.choice(names), "went", "to", city, "today", "."]
         doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * 5)
         doc.ents = [Span(doc, 0, 1, "PER"), Span(doc, 3, 4, "LOC")]
-        doc.cats = {"POS": float(i % 2 == 0), "NEG": float(i % 2 == 1)}
+        south = city in ("Paris", "Rome")  # a label the text decides
+        doc.cats = {"SOUTH": float(south), "NORTH": float(not south)}
         docs.append(doc)
     return docs
 

@@ -18,6 +18,8 @@ from .conftest import CONFIGS, toy_docs
 
 
 def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
+    """A pipeline from a shipped config, initialized on toy data. An override of None for a
+    section (a dict) removes it."""
     config = Config().from_disk(CONFIGS / config_name)
     config["components"]["elmo"]["weights"] = str(weights_dir)
     for path, value in (overrides or {}).items():
@@ -25,7 +27,10 @@ def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
         node = config
         for part in section.split("."):
             node = node[part]
-        node[key] = value
+        if value is None and isinstance(node.get(key), dict):
+            del node[key]
+        else:
+            node[key] = value
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 16)]
     nlp.initialize(lambda: examples)
@@ -79,6 +84,22 @@ def test_grad_factor_fine_tunes_the_bilm(weights_dir):
     np.testing.assert_allclose(nlp(text)._.elmo, vectors_after, atol=1e-6)
 
 
+def test_both_tasks_learn_from_frozen_elmo_features(weights_dir):
+    nlp, examples = _train_nlp(weights_dir)
+    optimizer = nlp.create_optimizer()
+    for _ in range(25):
+        nlp.update(examples, sgd=optimizer)
+    held_out = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 16, seed=7)]
+    scores = nlp.evaluate(held_out)
+    assert scores["ents_f"] > 0.9
+    assert scores["cats_micro_f"] > 0.9
+
+
+def test_encode_needs_a_width(weights_dir):
+    with pytest.raises(ElmoError, match="width"):
+        _train_nlp(weights_dir, "ner_elmo.cfg", {"components.ner.model.tok2vec.width": None})
+
+
 @pytest.mark.parametrize("factors", [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0)])
 def test_any_listener_with_a_grad_factor_fine_tunes(weights_dir, factors):
     nlp, examples = _train_nlp(weights_dir, overrides={
@@ -115,14 +136,19 @@ def test_listener_warns_when_docs_have_no_layers(weights_dir):
             nlp("Alice went to Paris today .")
 
 
-def test_features_are_concatenated(weights_dir):
-    nlp, examples = _train_nlp(weights_dir, "ner_elmo_concat.cfg")
+@pytest.mark.parametrize("width", [None, 96])
+def test_features_are_concatenated(weights_dir, width):
+    overrides = {"components.ner.model.tok2vec.width": width}
+    if width is None:
+        overrides["components.ner.model.tok2vec.encode"] = None
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo_concat.cfg", overrides)
     tok2vec = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo-tok2vec")
     docs = [eg.predicted for eg in examples[:2]]
     nlp.get_pipe("elmo").set_annotations(docs, nlp.get_pipe("elmo").predict(docs))
     outputs = tok2vec.predict(docs)
-    assert outputs[0].shape == (len(docs[0]), 96 + 12)
-    assert tok2vec.get_dim("nO") == 96 + 12
+    expected = 96 + 12 if width is None else width
+    assert outputs[0].shape == (len(docs[0]), expected)
+    assert tok2vec.get_dim("nO") == expected
 
 
 def test_listener_without_upstream_is_a_clear_error():
