@@ -108,7 +108,8 @@ def build_elmo_listener(
     paper feeds ELMo into the task's own recurrent encoder).
     """
     receiver = ElmoListener(upstream, grad_factor)
-    mixed = chain(receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
+    mixed: Model[List[Doc], List[Floats2d]] = chain(
+        receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
     return _assemble(mixed, receiver, features, width, encode)
 
 
