@@ -82,14 +82,13 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         cats_from_entities: bool = False) -> None:
     """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set).
 
-    --cats-from-entities also sets `doc.cats`: which entity types occur in the doc (a
-    multi-label text classification task made from the same openly licensed data).
+    --cats-from-entities also sets `doc.cats`: ENTITY if the doc mentions any entity, else
+    NO_ENTITY (a text classification task made from the same openly licensed data).
     """
     nlp = spacy.blank(lang)
     sentences = list(_read_columns(input_path, strip_position_digit))
     if limit:
         sentences = sentences[:limit]
-    labels = sorted({t.split("-", 1)[1] for _, ts in sentences for t in ts if "-" in t})
     db = DocBin()
     for start in range(0, len(sentences), sentences_per_doc):
         group = sentences[start : start + sentences_per_doc]
@@ -99,8 +98,7 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
         doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
         if cats_from_entities:
-            present = {ent.label_ for ent in doc.ents}
-            doc.cats = {label: float(label in present) for label in labels}
+            doc.cats = {"ENTITY": float(bool(doc.ents)), "NO_ENTITY": float(not doc.ents)}
         db.add(doc)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     db.to_disk(output_path)

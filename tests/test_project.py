@@ -52,7 +52,7 @@ def test_convert_ner_and_textcat(tmp_path):
     assert [(e.text, e.label_) for e in doc.ents] == [
         ("EU", "ORG"), ("German", "MISC"), ("Peter Blackburn", "PER")]
     assert len(list(doc.sents)) == 2
-    assert doc.cats == {"MISC": 1.0, "ORG": 1.0, "PER": 1.0}
+    assert doc.cats == {"ENTITY": 1.0, "NO_ENTITY": 0.0}
     weibo = tmp_path / "weibo.txt"
     weibo.write_text("北0\tB-GPE.NAM\n京1\tI-GPE.NAM\n好0\tO\n", encoding="utf-8")
     convert.ner(weibo, tmp_path / "weibo.spacy", sentences_per_doc=1, lang="zh",
