@@ -92,7 +92,7 @@ project's own pipeline (`spacy-elmo pretrain`, then `scripts/bundle_bilm.py`).
 
 This is a small model trained briefly on one CPU: far weaker than the published models (the
 original reaches perplexity 39.7 on the 1B Word Benchmark after two weeks on three GPUs).
-Continue its run with `spacy-elmo pretrain --config configs/pretrain_lm_en.json --resume`, or
+Continue its run with `spacy-elmo pretrain --output runs/lm_en_small --resume`, or
 pretrain a larger one, and point `weights` at it.
 
 Dev perplexity during training:
