@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
@@ -44,11 +45,12 @@ def main(run: Path, output: Path = DEFAULT_OUTPUT) -> None:
     tmp.rmdir()
     bilm = load_bilm(output)
     config = json.loads((run / "config.json").read_text())
+    checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+    last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
             if line.strip()]
-    train = [r for r in rows if r.get("type") == "train"]
-    dev = [r for r in rows if r.get("type") == "dev"]
-    last, last_dev = train[-1], (dev[-1] if dev else {})
+    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
+    last_dev = dev[-1] if dev else {}
     n_params = sum(p.numel() for p in bilm.parameters())
     o = bilm.options
     curve = "\n".join(f"| {r['step']} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "
@@ -71,7 +73,7 @@ def main(run: Path, output: Path = DEFAULT_OUTPUT) -> None:
                      f"{config.get('window')} tokens, {last['tokens'] / 1e6:.1f}M tokens; "
                      f"{config.get('optimizer')} lr {config.get('lr')}, sampled softmax with "
                      f"{config.get('n_negatives')} negatives, dropout {config.get('dropout')}"),
-        ("time and hardware", f"{last['elapsed_s'] / 3600:.2f} h on {config.get('threads')} "
+        ("time and hardware", f"{last['elapsed'] / 3600:.2f} h on {config.get('threads')} "
                               f"thread(s) of a shared 2-core {_cpu()} (CPU only)"),
         ("dev perplexity",
          f"{last_dev.get('dev_ppl', nan):.1f} (mean of forward "

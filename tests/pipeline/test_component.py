@@ -200,3 +200,14 @@ def test_chinese_text_and_truncation_warning(weights_dir):
     words = ["中华人民共和国国务院新闻办公室发布会今天举行", "好"]
     with pytest.warns(UserWarning, match="longer than this biLM's budget of 48 UTF-8 bytes"):
         nlp(Doc(nlp.vocab, words=words))
+
+
+def test_add_pipe_without_config_uses_the_bundled_biLM():
+    from spacy_elmo.pipeline.loading import bundled_weights
+
+    assert bundled_weights() is not None, "the bundled English biLM is missing"
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    doc = nlp("The bank raised rates.")
+    assert doc._.elmo.shape == (len(doc), 256)
+    assert np.isfinite(doc._.elmo).all()
