@@ -52,7 +52,8 @@ def pretrain_cli(
                                                help="options.json of --init-weights"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed"),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output"),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --output (start one if there is none)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --output"),
 ) -> None:
     """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun."""
@@ -70,6 +71,9 @@ def pretrain_cli(
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
              "seed": seed}
     try:
+        if resume and output is not None and not (output / CONFIG_NAME).exists():
+            msg.info(f"No run in {output} yet: starting one.")
+            resume = False
         if config is None and resume and output is not None:
             config = output / CONFIG_NAME
         if config is not None:

@@ -70,3 +70,19 @@ def test_interrupt_resume_export_and_load(tmp_path, monkeypatch):
     ids = batch_to_ids([["the", "cat", "sat"], ["a", "dog"]])
     with torch.no_grad():
         assert torch.allclose(loaded(ids).layers, trained(ids).layers, atol=1e-6)
+
+
+def test_resume_without_a_run_starts_one(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat .\nthe dog ran .\n" * 20)
+    run = tmp_path / "fresh"
+    args = ["pretrain", str(corpus), "--output", str(run), "--lang", "whitespace",
+            "--preset", "tiny", "--vocab-size", "20", "--n-negatives", "4", "--batch-size", "2",
+            "--max-steps", "2", "--threads", "1", "--resume"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(run)["step"] == 2
+    args[args.index("--max-steps") + 1] = "4"  # the same command again continues the run
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(run)["step"] == 4
