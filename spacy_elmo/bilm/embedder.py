@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -27,6 +26,7 @@ import torch
 
 from ..errors import ElmoError, Errors
 from .chars import CharIds
+from .files import atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -225,34 +225,16 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
     path = Path(path)
     if path.is_dir():
         raise ElmoError(Errors.E009.format(path=path, err="it is a directory"))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".hdf5", dir=path.parent)
-        os.close(fd)
-    except OSError as err:
-        raise ElmoError(Errors.E009.format(path=path, err=err)) from err
     index: Dict[str, str] = {}
     n = 0
     try:
-        with h5py.File(tmp, "w") as f:
+        with atomic_write(path, ".hdf5") as tmp, h5py.File(tmp, "w") as f:
             for sentence, array in items:
                 f.create_dataset(str(n), data=array)
                 index[sentence] = str(n)
                 n += 1
             data = f.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
             data[0] = json.dumps(index)
-        os.chmod(tmp, _default_file_mode())  # mkstemp makes it private (0600)
-        os.replace(tmp, path)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return n
-
-
-def _default_file_mode() -> int:
-    """The mode `open()` would give a new file under the current umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
@@ -13,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
+from .files import atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import BiLMOptions
@@ -200,22 +200,12 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
 def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
     """Write datasets atomically (temp file in the same directory, then rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".hdf5", dir=path.parent)
-    os.close(fd)
     try:
-        with h5py.File(tmp, "w") as f:
+        with atomic_write(path, ".hdf5") as tmp, h5py.File(tmp, "w") as f:
             for name, value in arrays.items():
                 f.create_dataset(name, data=value)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
-        os.replace(tmp, path)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def load_bilm(weights: PathLike, options: Optional[PathLike] = None,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Optional, Union
@@ -14,6 +12,7 @@ from thinc.api import Model
 from tqdm import tqdm
 
 from ..bilm import load_bilm
+from ..bilm.files import atomic_write
 from ..errors import ElmoError, Errors
 from .elmo_model import has_bilm, set_bilm
 
@@ -39,21 +38,16 @@ def fetch(location: Union[str, Path]) -> Path:
     target = cache_dir() / hashlib.sha1(text.encode()).hexdigest()[:16] / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
     try:
-        with urllib.request.urlopen(text) as response, os.fdopen(fd, "wb") as out:
+        with atomic_write(target) as tmp, urllib.request.urlopen(text) as response, \
+                open(tmp, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=name) as bar:
                 while chunk := response.read(1 << 20):
                     out.write(chunk)
                     bar.update(len(chunk))
-        shutil.move(tmp, target)
     except OSError as err:
         raise ElmoError(Errors.E054.format(url=text, err=err)) from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 

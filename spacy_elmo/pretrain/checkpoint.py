@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Union
 
 import torch
 
+from ..bilm.files import atomic_write
 from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
@@ -25,19 +25,11 @@ PathLike = Union[str, "os.PathLike[str]"]
 def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
     """Write with torch.save to a temp file beside `path`, then rename over it: a failed
     write leaves the previous checkpoint as it was."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is not
-        torch.save({"format": FORMAT, **payload}, tmp)
-        os.replace(tmp, path)
+        with atomic_write(path, ".pt") as tmp:
+            torch.save({"format": FORMAT, **payload}, tmp)
     except (OSError, RuntimeError) as err:
         raise ElmoError(Errors.E109.format(path=path, err=err)) from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def checkpoint_path(path: PathLike) -> Path:
