@@ -9,7 +9,13 @@ from torch import nn
 
 
 class ScalarMix(nn.Module):
-    """A learned mix of L+1 layers; weights start uniform (w = 0) and gamma at 1."""
+    """A learned mix of L+1 layers; weights start uniform (w = 0) and gamma at 1.
+
+    For PyTorch users of the biLM. Its layer norm follows AllenNLP (one mean and variance per
+    layer over all real elements of the batch); the spaCy listeners use
+    `spacy-elmo.ScalarMix.v1`, which normalises per token so that a doc's vectors never
+    depend on the rest of its batch.
+    """
 
     def __init__(self, n_layers: int, do_layer_norm: bool = False, trainable: bool = True,
                  initial_weights: Optional[list] = None, gamma: float = 1.0) -> None:
