@@ -76,15 +76,19 @@ def main(metrics: Path, training: Path, output: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        n_layers = len(mixes[0][2])
+        fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / len(mixes)
         for k, (run, component, probs, _) in enumerate(mixes):
             ax.bar(np.arange(len(probs)) + k * width, probs, width, label=f"{run}/{component}")
-        ax.set_xticks(np.arange(len(mixes[0][2])) + 0.4 - width / 2)
-        ax.set_xticklabels(["token"] + [f"LSTM {i}" for i in range(1, len(mixes[0][2]))])
+        ax.axhline(1.0 / n_layers, color="gray", linestyle="--", linewidth=1,
+                   label="uniform (the start)")
+        ax.set_xticks(np.arange(n_layers) + 0.4 - width / 2)
+        ax.set_xticklabels(["token layer"] + [f"LSTM {i}" for i in range(1, n_layers)])
         ax.set_ylabel("softmax(w)")
+        ax.set_ylim(0, 1.3 * max(float(m[2].max()) for m in mixes))
         ax.set_title("Which biLM layer each task leans on")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
         fig.tight_layout()
         fig.savefig(output / "layer_weights.png", dpi=120)
 
