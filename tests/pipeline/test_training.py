@@ -85,9 +85,10 @@ def test_grad_factor_fine_tunes_the_bilm(weights_dir):
 
 
 def test_both_tasks_learn_from_frozen_elmo_features(weights_dir):
+    spacy.util.fix_random_seed(0)
     nlp, examples = _train_nlp(weights_dir)
     optimizer = nlp.create_optimizer()
-    for _ in range(25):
+    for _ in range(40):
         nlp.update(examples, sgd=optimizer)
     held_out = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 16, seed=7)]
     scores = nlp.evaluate(held_out)
