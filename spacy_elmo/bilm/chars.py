@@ -7,7 +7,7 @@ timestep. `<S>` and `</S>` map to the sentence-boundary characters.
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 import torch
@@ -52,6 +52,11 @@ class CharIds:
             self._memo[token] = row
         return row
 
+    def too_long(self, tokens: Iterable[str]) -> List[str]:
+        """The tokens whose UTF-8 bytes exceed the budget (they are cut to it)."""
+        return [t for t in tokens if len(t) * 4 > self.max_bytes
+                and len(t.encode("utf-8", errors="surrogatepass")) > self.max_bytes]
+
     def batch(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """A (batch, max_len, max_chars) int64 tensor; padded timesteps are all zero."""
         max_len = max((len(s) for s in sentences), default=0)
@@ -66,9 +71,3 @@ def batch_to_ids(sentences: Sequence[Sequence[str]], max_characters_per_token: i
                  ) -> torch.Tensor:
     """Character ids of tokenized sentences: (batch, max_len, max_chars), 0 = padding."""
     return CharIds(max_characters_per_token).batch(sentences)
-
-
-def truncated_tokens(tokens: Sequence[str], max_characters_per_token: int = 50) -> int:
-    """How many of `tokens` lose bytes to the per-token character budget."""
-    limit = max_characters_per_token - 2
-    return sum(len(t.encode("utf-8", errors="surrogatepass")) > limit for t in tokens)

@@ -28,6 +28,7 @@ from ..errors import ElmoError, Errors
 from .chars import CharIds
 from .files import atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
+from .windows import windows
 
 PathLike = Union[str, "os.PathLike[str]"]
 LAYER_MODES = ("all", "top", "average")
@@ -115,16 +116,10 @@ class Embedder:
 
     def _split(self, index: int, tokens: Sequence[str]) -> List[_Piece]:
         """One piece per window of `window` tokens, with `context` tokens either side."""
-        n = len(tokens)
-        if n <= self.window:
-            return [_Piece(index, tokens, 0, n, 0)]
-        pieces = []
-        for start in range(0, n, self.window):
-            left = max(0, start - self.context)
-            right = min(n, start + self.window + self.context)
-            pieces.append(_Piece(index, tokens[left:right], start - left,
-                                 min(self.window, n - start), start))
-        return pieces
+        return [_Piece(index, tokens[first:last], keep_start - first, keep_end - keep_start,
+                       keep_start)
+                for first, last, keep_start, keep_end in windows(len(tokens), self.window,
+                                                                 self.context)]
 
     def _batches(self, pieces: List[_Piece]) -> Iterator[List[_Piece]]:
         """Consecutive runs of length-sorted pieces, bounded in rows and padded tokens."""

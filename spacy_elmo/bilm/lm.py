@@ -33,10 +33,6 @@ class LMBatch:
         return LMBatch(self.chars.to(device), self.index.to(device), self.targets.to(device),
                        self.lengths.to(device))
 
-    @property
-    def n_targets(self) -> int:
-        return int((self.targets >= 0).sum())
-
 
 @dataclass
 class LMOutput:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -24,6 +24,12 @@ class BiLMOutput:
 
     layers: torch.Tensor
     mask: torch.Tensor
+
+
+def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
+    """Changes whenever a parameter is modified in place, replaced, moved or cast (torch's
+    version counters and storage); caches compare it to know their entries are stale."""
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
 
 
 class WordCache:
@@ -49,8 +55,7 @@ class WordCache:
 
     def lookup(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
         """Encode (n, max_chars) ids, computing only the rows not seen before."""
-        stamp = tuple((p.data_ptr(), p._version, p.dtype, p.device)
-                      for p in encoder.parameters())
+        stamp = weights_stamp(encoder.parameters())
         if stamp != self._stamp:
             self._entries.clear()
             self._stamp = stamp
@@ -196,6 +201,3 @@ class StatefulBiLM:
         self._state.h[:, :, :rows] = final.h.detach()
         self._state.c[:, :, :rows] = final.c.detach()
         return output
-
-    def state_dict(self) -> Dict[str, torch.Tensor]:
-        return {} if self._state is None else {"h": self._state.h, "c": self._state.c}

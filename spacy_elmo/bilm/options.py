@@ -78,10 +78,6 @@ class BiLMOptions:
         """L + 1: the token layer and one per LSTM layer."""
         return self.n_layers + 1
 
-    @property
-    def max_token_bytes(self) -> int:
-        return self.max_characters_per_token - 2
-
     def to_json_dict(self) -> Dict[str, Any]:
         """The bilm-tf `options.json` layout (n_characters always 262)."""
         data: Dict[str, Any] = dict(self.extra)

@@ -7,6 +7,8 @@ from typing import Any, Iterable, Optional, Tuple
 
 from thinc.api import Model, deserialize_attr, serialize_attr
 
+from ..bilm.model import weights_stamp
+
 
 class OutputCache:
     """Sentence (tuple of token texts) -> biLM layers, least recently used dropped first.
@@ -27,7 +29,7 @@ class OutputCache:
     def validate(self, generation: int, parameters: Iterable[Any]) -> None:
         """Drop every entry if the weights changed since the last call: an optimizer step
         (`generation`), or parameters modified, replaced or moved by torch."""
-        stamp = (generation, *((p.data_ptr(), p._version, p.device) for p in parameters))
+        stamp = (generation, weights_stamp(parameters))
         if stamp != self._stamp:
             self.clear()
             self._stamp = stamp

@@ -179,8 +179,7 @@ def _warn_truncation(holder: BiLMHolder, segments: List[Segment]) -> None:
     if holder.warned_truncation or holder.char_ids is None:
         return
     limit = holder.char_ids.max_bytes
-    long = [w for seg in segments for w in seg.words
-            if len(w) * 4 > limit and len(w.encode("utf-8", "surrogatepass")) > limit]
+    long = holder.char_ids.too_long(w for seg in segments for w in seg.words)
     if long:
         holder.warned_truncation = True
         warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,

@@ -8,6 +8,8 @@ from typing import List, Sequence
 import numpy as np
 from spacy.tokens import Doc
 
+from ..bilm.windows import windows
+
 
 @dataclass
 class Segment:
@@ -38,12 +40,11 @@ def split_docs(docs: Sequence[Doc], max_tokens: int) -> List[Segment]:
             spans = [(0, len(doc))]
         for span_start, span_end in spans:
             positions = [t.i for t in doc[span_start:span_end] if not t.is_space]
+            if not positions:
+                continue
             texts = [doc[p].text for p in positions]
-            n = len(positions)
-            for keep_start in range(0, n, max_tokens):
-                keep_end = min(n, keep_start + max_tokens)
-                first = 0 if n <= max_tokens else max(0, keep_start - context)
-                last = n if n <= max_tokens else min(n, keep_end + context)
+            for first, last, keep_start, keep_end in windows(len(positions), max_tokens,
+                                                             context):
                 segments.append(Segment(
                     i, np.asarray(positions[keep_start:keep_end], dtype=np.int64),
                     texts[first:last], keep_start - first, keep_end - first))
