@@ -46,6 +46,10 @@ def pretrain_cli(
                                                    help="Checkpoint interval in steps"),
     checkpoint_minutes: Optional[float] = typer.Option(
         None, "--checkpoint-minutes", help="Also checkpoint after this many minutes"),
+    snapshot_every: Optional[int] = typer.Option(
+        None, "--snapshot-every",
+        help="Also export the model to OUTPUT/snapshots/step_N/ (with its dev perplexity) "
+             "every N steps: the checkpoints a perplexity-vs-score plot needs"),
     init_weights: Optional[str] = typer.Option(
         None, "--init-weights", help="Start from a published weights.hdf5 (or its directory)"),
     init_options: Optional[str] = typer.Option(None, "--init-options",
@@ -68,6 +72,7 @@ def pretrain_cli(
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
              "lr_schedule": lr_schedule, "max_steps": max_steps, "eval_every": eval_every,
              "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
+             "snapshot_every": snapshot_every,
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
              "seed": seed}
     try:

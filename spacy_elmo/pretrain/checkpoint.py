@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, List, Union
 
+import srsly
 import torch
 
 from ..bilm.files import atomic_write
@@ -18,6 +20,8 @@ from .vocab import VOCAB_NAME, Vocab
 
 CHECKPOINT_NAME = "checkpoint.pt"
 SOFTMAX_NAME = "softmax.hdf5"
+SNAPSHOT_DIR = "snapshots"
+SNAPSHOT_INFO = "dev.json"
 FORMAT = "spacy-elmo-pretrain/1"
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -62,11 +66,16 @@ def model_from_checkpoint(data: Dict[str, Any]) -> BiLanguageModel:
 def export(checkpoint: PathLike, directory: PathLike) -> Dict[str, Path]:
     """options.json + weights.hdf5 (published layout), vocab.txt and softmax.hdf5."""
     data = load_checkpoint(checkpoint)
-    model = model_from_checkpoint(data).eval()
+    return export_model(model_from_checkpoint(data), data["vocab"], directory)
+
+
+def export_model(model: BiLanguageModel, vocab: List[str],
+                 directory: PathLike) -> Dict[str, Path]:
+    """Write a BiLanguageModel in the export layout (see `export`)."""
     directory = Path(directory)
     options_path, weights_path = save_bilm(model.bilm, directory)
     vocab_path = directory / VOCAB_NAME
-    Vocab(data["vocab"]).to_file(vocab_path)
+    Vocab(vocab).to_file(vocab_path)
     softmax_path = directory / SOFTMAX_NAME
     write_hdf5(softmax_path, {
         "softmax/W": model.softmax.weight.detach().cpu().numpy(),
@@ -74,3 +83,25 @@ def export(checkpoint: PathLike, directory: PathLike) -> Dict[str, Path]:
     })
     return {"options": options_path, "weights": weights_path, "vocab": vocab_path,
             "softmax": softmax_path}
+
+
+def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step: int,
+                   record: Dict[str, Any]) -> Path:
+    """Export the model as `<run_dir>/snapshots/step_NNNNNNN/` with `dev.json` (`record`:
+    step, tokens, dev perplexity) beside it; written to a temp directory first and renamed,
+    so a snapshot directory is always complete."""
+    final = run_dir / SNAPSHOT_DIR / f"step_{step:07d}"
+    tmp = final.with_name(final.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    was_training = model.training
+    model.eval()
+    try:
+        export_model(model, vocab, tmp)
+    finally:
+        model.train(was_training)
+    srsly.write_json(tmp / SNAPSHOT_INFO, record)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final

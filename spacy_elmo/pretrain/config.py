@@ -53,6 +53,7 @@ class PretrainConfig:
     log_every: int = 10
     checkpoint_every: int = 500
     checkpoint_minutes: Optional[float] = None
+    snapshot_every: Optional[int] = None
     seed: int = 0
     threads: Optional[int] = None
     device: str = "auto"
@@ -67,6 +68,9 @@ class PretrainConfig:
                     "log_every", "checkpoint_every", "max_sentence_tokens", "vocab_size"):
             check(isinstance(getattr(self, key), int) and getattr(self, key) > 0, key,
                   "a positive integer")
+        check(self.snapshot_every is None or (isinstance(self.snapshot_every, int)
+                                              and self.snapshot_every > 0),
+              "snapshot_every", "a positive integer or null")
         check(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         check(self.lr > 0, "lr", "positive")
         check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")

@@ -29,6 +29,7 @@ from .checkpoint import (
     load_checkpoint,
     model_from_checkpoint,
     save_checkpoint,
+    write_snapshot,
 )
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, iter_sentences, resolve_files
@@ -302,6 +303,13 @@ class Trainer:
                 "ranks": ranks,
             })
 
+    def snapshot(self, dev: Optional[Dict[str, float]]) -> None:
+        """Export the current model to snapshots/step_N/ with its dev perplexity."""
+        if dev is None and self.dev:
+            dev = self.evaluate()
+        write_snapshot(self.model, self.vocab.words, self.out, self.step,
+                       {"step": self.step, "tokens": self.tokens, **(dev or {})})
+
     def log(self, record: Dict[str, Any]) -> None:
         if not self.ctx.is_main:
             return
@@ -347,6 +355,10 @@ class Trainer:
                     dev = self.evaluate()
                     self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
                     self.plot()
+                if (config.snapshot_every and self.ctx.is_main
+                        and self.step % config.snapshot_every == 0):
+                    self.snapshot(dev if dev is not None and self.step % config.eval_every == 0
+                                  else None)
                 minutes = config.checkpoint_minutes
                 due = (self.step % config.checkpoint_every == 0
                        or self.step == config.max_steps

@@ -4,6 +4,7 @@ import json
 import signal
 
 import h5py
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -86,3 +87,23 @@ def test_resume_without_a_run_starts_one(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert load_checkpoint(run)["step"] == 4
+
+
+def test_snapshots_hold_each_exported_model_with_its_dev_perplexity(tmp_path):
+    """--snapshot-every: complete exports whose dev.json matches the logged dev eval, and
+    whose weights are the model of that step (later training changes the next one)."""
+    train(tiny_config(tmp_path, max_steps=10, eval_every=5, snapshot_every=5), progress=False)
+    snapshots = tmp_path / "run" / "snapshots"
+    names = sorted(p.name for p in snapshots.iterdir())
+    assert names == ["step_0000005", "step_0000010"]
+    for name, ppl in zip(names, dev_ppls(tmp_path / "run")):
+        info = json.loads((snapshots / name / "dev.json").read_text())
+        assert info["step"] == int(name[5:]) and info["dev_ppl"] == pytest.approx(ppl, rel=1e-9)
+    ids = batch_to_ids([["the", "cat", "sat"]])
+    first, last = (load_bilm(snapshots / n).eval() for n in names)
+    with torch.no_grad():
+        a, b = first(ids).layers, last(ids).layers
+    assert a.shape == b.shape and not torch.allclose(a, b)
+    final = load_bilm(tmp_path / "run" / "model").eval()
+    with torch.no_grad():
+        assert torch.equal(final(ids).layers, b)
