@@ -80,6 +80,12 @@ class Errors:
             "file).")
     E114 = ("spaCy has no language {lang!r} for tokenization ({err}). Use a spaCy language "
             "code such as 'en' or 'zh', or 'whitespace' for pre-tokenized text.")
+    E115 = ("'{path}' has no {missing}: perplexity needs the language model's softmax and "
+            "vocabulary, which `spacy-elmo export` writes beside options.json + weights.hdf5. "
+            "Published biLMs ship neither; export a pretraining run (or a snapshot of one).")
+    E116 = ("The softmax in '{path}' has shape {found}, but the vocabulary ({n_vocab} words) "
+            "and the biLM's projection_dim ({dim}) need {expected}. The files come from "
+            "different exports; export the run again.")
     # spaCy pipeline (E050-E079)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "

@@ -115,3 +115,39 @@ def export_cli(
     except ElmoError as err:
         msg.fail(str(err), exits=1)
     msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))
+
+
+@app.command("perplexity")
+def perplexity_cli(
+    model: Path = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
+    text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
+    lang: str = typer.Option("whitespace", "--lang",
+                             help="spaCy language for tokenization, as in pretraining"),
+    skip_pattern: Optional[str] = typer.Option(None, "--skip-pattern",
+                                               help="Skip lines matching this regex"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
+                                             help="Stop after this many tokens"),
+    rows: int = typer.Option(64, "--rows", help="Parallel streams (pretraining's batch size)"),
+    window: int = typer.Option(20, "--window", help="Tokens per window"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+) -> None:
+    """Full-softmax perplexity of an exported biLM language model on text: how well a biLM
+    fits your domain, before and after domain adaptation."""
+    import torch
+
+    from ..pretrain.corpus import TextSettings, resolve_files
+    from ..pretrain.perplexity import load_lm, text_perplexity
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        lm, vocab = load_lm(model)
+        result = text_perplexity(lm, vocab, resolve_files(text),
+                                 TextSettings(lang=lang, skip_pattern=skip_pattern),
+                                 rows=rows, window=window, max_tokens=max_tokens)
+    except ElmoError as err:
+        msg.fail(str(err), exits=1)
+    msg.table({"forward": f"{result['dev_ppl_fwd']:.2f}",
+               "backward": f"{result['dev_ppl_bwd']:.2f}",
+               "mean": f"{result['dev_ppl']:.2f}", "tokens": result["dev_tokens"]},
+              title=f"Perplexity of {model}")

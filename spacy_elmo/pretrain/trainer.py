@@ -32,7 +32,8 @@ from .checkpoint import (
     write_snapshot,
 )
 from .config import PretrainConfig
-from .corpus import SentenceSource, SourceState, TextSettings, iter_sentences, resolve_files
+from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
+from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
 from .rundir import (
     CONFIG_NAME,
@@ -126,19 +127,8 @@ def make_bilm(config: PretrainConfig) -> BiLM:
 
 
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
-    """Dev sentences up to `dev_max_tokens`; refuses a dev set with no in-vocabulary word."""
-    files = resolve_files(config.dev)
-    sentences: List[List[str]] = []
-    n_tokens = 0
-    for sentence in iter_sentences(files, settings):
-        sentences.append(sentence)
-        n_tokens += len(sentence)
-        if config.dev_max_tokens is not None and n_tokens >= config.dev_max_tokens:
-            break
-    known = sum(vocab[w] != vocab.unk for s in sentences for w in s)
-    if known == 0:
-        raise ElmoError(Errors.E103.format(paths=[str(p) for p in files], n_tokens=n_tokens))
-    return sentences
+    """Dev sentences up to `dev_max_tokens`."""
+    return read_sentences(resolve_files(config.dev), settings, vocab, config.dev_max_tokens)
 
 
 class Trainer:
@@ -264,24 +254,8 @@ class Trainer:
         return loss.item()
 
     def evaluate(self) -> Dict[str, float]:
-        """Full-softmax perplexity on the dev streams: forward, backward, and their mean
-        (exp of the mean of the two losses)."""
-        self.model.eval()
-        sums = [0.0, 0.0]
-        counts = [0, 0]
-        state: Optional[LSTMState] = None
-        with torch.no_grad():
-            for batch in self.dev:
-                out = self.model(batch.to(self.ctx.device), state)
-                state = out.state
-                sums[0] += float(out.loss_fwd)
-                sums[1] += float(out.loss_bwd)
-                counts[0] += out.n_fwd
-                counts[1] += out.n_bwd
-        self.model.train()
-        fwd, bwd = sums[0] / max(counts[0], 1), sums[1] / max(counts[1], 1)
-        return {"dev_ppl_fwd": math.exp(fwd), "dev_ppl_bwd": math.exp(bwd),
-                "dev_ppl": math.exp(0.5 * (fwd + bwd)), "dev_tokens": counts[0]}
+        """Full-softmax dev perplexity: forward, backward and their mean."""
+        return evaluate_lm(self.model, self.dev, self.ctx.device)
 
     def checkpoint(self) -> None:
         """Gather every process's stream state; rank 0 writes the file."""

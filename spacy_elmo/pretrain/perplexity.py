@@ -1,0 +1,89 @@
+"""Full-softmax perplexity of a biLM language model on text: during pretraining (dev) and
+for any export that carries its softmax (`spacy-elmo perplexity`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import h5py
+import torch
+
+from ..bilm.lm import BiLanguageModel, LMBatch
+from ..bilm.lstm import LSTMState
+from ..bilm.weights import load_bilm
+from ..errors import ElmoError, Errors
+from .batches import BatchMaker, dev_batches
+from .checkpoint import SOFTMAX_NAME
+from .corpus import TextSettings, iter_sentences
+from .vocab import VOCAB_NAME, Vocab
+
+
+def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
+                device: Union[str, torch.device] = "cpu") -> Dict[str, float]:
+    """Forward, backward and mean (exp of the mean of the two losses) perplexity over
+    batches read in order, the LSTM state carried from one window to the next."""
+    was_training = model.training
+    model.eval()
+    sums, counts = [0.0, 0.0], [0, 0]
+    state: Optional[LSTMState] = None
+    with torch.no_grad():
+        for batch in batches:
+            out = model(batch.to(torch.device(device)), state)
+            state = out.state
+            sums[0] += float(out.loss_fwd)
+            sums[1] += float(out.loss_bwd)
+            counts[0] += out.n_fwd
+            counts[1] += out.n_bwd
+    model.train(was_training)
+    fwd, bwd = sums[0] / max(counts[0], 1), sums[1] / max(counts[1], 1)
+    return {"dev_ppl_fwd": math.exp(fwd), "dev_ppl_bwd": math.exp(bwd),
+            "dev_ppl": math.exp(0.5 * (fwd + bwd)), "dev_tokens": counts[0]}
+
+
+def load_lm(directory: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
+    """The language model of an export: biLM, softmax.hdf5 and vocab.txt."""
+    directory = Path(directory)
+    missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
+    if missing:
+        raise ElmoError(Errors.E115.format(path=directory, missing=" or ".join(missing)))
+    bilm = load_bilm(directory)
+    vocab = Vocab.from_file(directory / VOCAB_NAME)
+    with h5py.File(directory / SOFTMAX_NAME, "r") as f:
+        weight, bias = f["softmax/W"][...], f["softmax/b"][...]
+    dim = bilm.options.projection_dim
+    if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
+        raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
+                                           n_vocab=len(vocab), dim=dim,
+                                           expected=(len(vocab), dim)))
+    model = BiLanguageModel(bilm, len(vocab))
+    with torch.no_grad():
+        model.softmax.weight.copy_(torch.from_numpy(weight))
+        model.softmax.bias.copy_(torch.from_numpy(bias))
+    return model.eval(), vocab
+
+
+def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
+                   max_tokens: Optional[int]) -> List[List[str]]:
+    """Sentences of the files in order, up to `max_tokens` (None: all); refuses text with
+    no in-vocabulary word."""
+    sentences: List[List[str]] = []
+    n_tokens = 0
+    for sentence in iter_sentences(files, settings):
+        sentences.append(sentence)
+        n_tokens += len(sentence)
+        if max_tokens is not None and n_tokens >= max_tokens:
+            break
+    if not any(vocab[w] != vocab.unk for s in sentences for w in s):
+        raise ElmoError(Errors.E103.format(paths=[str(p) for p in files], n_tokens=n_tokens))
+    return sentences
+
+
+def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
+                    settings: TextSettings, *, rows: int = 64, window: int = 20,
+                    max_tokens: Optional[int] = None) -> Dict[str, float]:
+    """Perplexity on text files, batched as pretraining's dev evaluation."""
+    sentences = read_sentences(files, settings, vocab, max_tokens)
+    maker = BatchMaker(vocab, model.bilm.options.max_characters_per_token)
+    return evaluate_lm(model, dev_batches(sentences, maker, rows=rows, window=window))

@@ -1,0 +1,68 @@
+"""`spacy-elmo perplexity`: the same figure as pretraining's dev evaluation, clear errors."""
+
+import json
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.corpus import TextSettings
+from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
+from spacy_elmo.pretrain.trainer import train
+
+from .conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ppl")
+    train(tiny_config(tmp, max_steps=10, eval_every=10), progress=False)
+    return tmp
+
+
+def test_export_perplexity_equals_the_logged_dev_perplexity(run):
+    records = [json.loads(line) for line in (run / "run" / "metrics.jsonl").open()]
+    logged = [r for r in records if r["type"] == "dev"][-1]
+    model, vocab = load_lm(run / "run" / "model")
+    # the run's dev settings: whitespace tokens, batch_size 4 rows, window 6, 300 tokens
+    got = text_perplexity(model, vocab, [run / "corpus.txt"], TextSettings(), rows=4,
+                          window=6, max_tokens=300)
+    assert got["dev_ppl"] == pytest.approx(logged["dev_ppl"], rel=1e-6)
+    assert got["dev_ppl_fwd"] == pytest.approx(logged["dev_ppl_fwd"], rel=1e-6)
+    assert got["dev_tokens"] == logged["dev_tokens"]
+    result = CliRunner().invoke(app, ["perplexity", str(run / "run" / "model"),
+                                      str(run / "corpus.txt"), "--rows", "4", "--window", "6",
+                                      "--max-tokens", "300"])
+    assert result.exit_code == 0, result.output
+    assert f"{logged['dev_ppl']:.2f}" in result.output
+
+
+def test_published_layout_without_softmax_is_refused_with_the_fix(run, tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        shutil.copy(run / "run" / "model" / name, bare / name)
+    with pytest.raises(ElmoError, match="softmax.hdf5 or vocab.txt.*spacy-elmo export"):
+        load_lm(bare)
+
+
+def test_softmax_from_another_export_is_refused(run, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(run / "run" / "model", other)
+    with h5py.File(other / "softmax.hdf5", "r+") as f:
+        del f["softmax/W"]
+        f["softmax/W"] = np.zeros((7, 8), dtype="float32")
+    with pytest.raises(ElmoError, match="different exports"):
+        load_lm(other)
+
+
+def test_text_without_known_words_is_refused(run, tmp_path):
+    text = tmp_path / "foreign.txt"
+    text.write_text("zzz qqq xxx\n", encoding="utf-8")
+    model, vocab = load_lm(run / "run" / "model")
+    with pytest.raises(ElmoError, match="no in-vocabulary words"):
+        text_perplexity(model, vocab, [text], TextSettings())
