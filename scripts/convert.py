@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple, TypeVar
 
 import spacy
 import typer
@@ -22,6 +22,7 @@ from spacy.training import biluo_tags_to_spans, iob_to_biluo
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 NO_SPACE_LANGS = ("zh", "ja", "th")
+T = TypeVar("T")
 
 
 def _read_columns(path: Path, strip_digit: bool) -> Iterator[Tuple[List[str], List[str]]]:
@@ -79,30 +80,48 @@ def _repair(tags: List[str]) -> List[str]:
 @app.command()
 def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         lang: str = "en", strip_position_digit: bool = False, limit: int = 0,
-        cats_from_entities: bool = False) -> None:
+        cats_from_entities: bool = False, split: Optional[float] = None,
+        split_output: Optional[Path] = None, seed: int = 0) -> None:
     """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set).
 
     --cats-from-entities also sets `doc.cats`: ENTITY if the doc mentions any entity, else
     NO_ENTITY (a text classification task made from the same openly licensed data).
+    --split F --split-output PATH moves a random fraction F of the sentences to a second
+    file (a dev set for corpora that have none, e.g. MSRA).
     """
     nlp = spacy.blank(lang)
     sentences = list(_read_columns(input_path, strip_position_digit))
     if limit:
         sentences = sentences[:limit]
-    db = DocBin()
-    for start in range(0, len(sentences), sentences_per_doc):
-        group = sentences[start : start + sentences_per_doc]
-        words = [w for ws, _ in group for w in ws]
-        sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
-        spaces = [False] * len(words) if lang in NO_SPACE_LANGS else None
-        doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
-        doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
-        if cats_from_entities:
-            doc.cats = {"ENTITY": float(bool(doc.ents)), "NO_ENTITY": float(not doc.ents)}
-        db.add(doc)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    db.to_disk(output_path)
-    typer.echo(f"{input_path} -> {output_path}: {len(sentences)} sentences, {len(db)} docs")
+    for path, part in _split(sentences, output_path, split, split_output, seed):
+        db = DocBin()
+        for start in range(0, len(part), sentences_per_doc):
+            group = part[start : start + sentences_per_doc]
+            words = [w for ws, _ in group for w in ws]
+            sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
+            spaces = [False] * len(words) if lang in NO_SPACE_LANGS else None
+            doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
+            doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
+            if cats_from_entities:
+                doc.cats = {"ENTITY": float(bool(doc.ents)), "NO_ENTITY": float(not doc.ents)}
+            db.add(doc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db.to_disk(path)
+        typer.echo(f"{input_path} -> {path}: {len(part)} sentences, {len(db)} docs")
+
+
+def _split(rows: List[T], output: Path, split: Optional[float], split_output: Optional[Path],
+           seed: int) -> List[Tuple[Path, List[T]]]:
+    """(path, rows) pairs: all rows to `output`, or a seeded random fraction to
+    `split_output` and the rest to `output`."""
+    if not split:
+        return [(output, rows)]
+    if split_output is None:
+        raise typer.BadParameter("--split needs --split-output")
+    rows = list(rows)
+    random.Random(seed).shuffle(rows)
+    n_split = int(len(rows) * split)
+    return [(output, rows[n_split:]), (split_output, rows[:n_split])]
 
 
 def _read_textcat(path: Path, fmt: str, label_first: bool
@@ -142,15 +161,7 @@ def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str 
     if limit:
         rows = rows[:limit]
     labels = sorted({label for _, ls in rows for label in ls})
-    if split:
-        random.Random(seed).shuffle(rows)
-        n_split = int(len(rows) * split)
-        parts = [(output_path, rows[n_split:]), (split_output, rows[:n_split])]
-    else:
-        parts = [(output_path, rows)]
-    for path, part in parts:
-        if path is None:
-            raise typer.BadParameter("--split needs --split-output")
+    for path, part in _split(rows, output_path, split, split_output, seed):
         db = DocBin()
         for text, ls in part:
             doc = (Doc(nlp.vocab, words=text.split()) if format in ("sst", "trec")

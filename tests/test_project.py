@@ -59,6 +59,15 @@ def test_convert_ner_and_textcat(tmp_path):
                 strip_position_digit=True, limit=0, cats_from_entities=False)
     doc = list(DocBin().from_disk(tmp_path / "weibo.spacy").get_docs(spacy.blank("zh").vocab))[0]
     assert doc.text == "北京好" and [e.text for e in doc.ents] == ["北京"]
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"w{i}\tB-PER\nx\tO\n\n" for i in range(20)), encoding="utf-8")
+    convert.ner(many, tmp_path / "a.spacy", sentences_per_doc=1, lang="en",
+                strip_position_digit=False, limit=0, cats_from_entities=False, split=0.25,
+                split_output=tmp_path / "b.spacy", seed=0)
+    vocab = spacy.blank("en").vocab
+    a, b = (list(DocBin().from_disk(tmp_path / n).get_docs(vocab)) for n in ("a.spacy", "b.spacy"))
+    assert (len(a), len(b)) == (15, 5)
+    assert sorted(d.ents[0].text for d in a + b) == sorted(f"w{i}" for i in range(20))
     trec = tmp_path / "trec.txt"
     trec.write_text("DESC:manner How did serfdom develop ?\nHUM:ind Who was Caesar ?\n"
                     "NUM:date When ?\nHUM:gr Which team ?\n")
