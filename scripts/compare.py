@@ -2,9 +2,10 @@
 
   python scripts/compare.py METRICS_DIR TRAINING_DIR OUTPUT_DIR
 
-Writes OUTPUT_DIR/results.md (dev and test scores of every run; NER: entity F1, textcat:
-accuracy), OUTPUT_DIR/layer_weights.md and OUTPUT_DIR/layer_weights.png (softmax(w) and gamma
-learned by each ELMo task: which biLM layer it leans on).
+Writes OUTPUT_DIR/results.md (models down, tasks across: test and dev scores of every run,
+and the test difference to the CNN baseline; NER: entity F1, textcat: accuracy),
+OUTPUT_DIR/layer_weights.md and OUTPUT_DIR/layer_weights.png (softmax(w) and gamma learned
+by each ELMo task: which biLM layer it leans on).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
          "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)",
          "msra": "MSRA NER (F1)", "weibo": "Weibo NER (F1)", "resume": "Resume NER (F1)",
          "thucnews": "THUCNews titles (accuracy)"}
+ENGLISH = ["ner", "wnut", "sst5", "trec"]
+CHINESE = ["msra", "weibo", "resume", "thucnews"]
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo": "ELMo listener", "elmo_concat": "[spaCy features ; ELMo]"}
 
@@ -48,6 +51,32 @@ def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:
     return mixes
 
 
+def score_table(rows: Dict[Tuple[str, str], Dict[str, float]], datasets: List[str]) -> List[str]:
+    """Models down, tasks across; each cell: test score (dev score), and the test
+    difference to the CNN baseline."""
+    present = [d for d in datasets if any(key[0] == d for key in rows)]
+    if not present:
+        return []
+    models = [m for m in MODELS if any((d, m) in rows for d in present)]
+    models += sorted({m for d, m in rows if d in present} - set(models))
+    lines = ["| model | " + " | ".join(NAMES.get(d, d) for d in present) + " |",
+             "|---|" + "---|" * len(present)]
+    for model in models:
+        cells = []
+        for dataset in present:
+            scores = rows.get((dataset, model), {})
+            if "test" not in scores and "dev" not in scores:
+                cells.append("-")
+                continue
+            cell = f"{scores.get('test', float('nan')):.1f} ({scores.get('dev', float('nan')):.1f})"
+            base = rows.get((dataset, "cnn"), {}).get("test")
+            if model != "cnn" and base is not None and "test" in scores:
+                cell += f" {scores['test'] - base:+.1f}"
+            cells.append(cell)
+        lines.append(f"| {MODELS.get(model, model)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(metrics: Path, training: Path, output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     rows: Dict[Tuple[str, str], Dict[str, float]] = {}
@@ -55,12 +84,13 @@ def main(metrics: Path, training: Path, output: Path) -> None:
         run, split = path.stem.rsplit(".", 1)
         dataset, model = run.split("_", 1)
         rows.setdefault((dataset, model), {})[split] = _score(json.loads(path.read_text()))
-    lines = ["| task | model | dev | test |", "|---|---|---|---|"]
-    for (dataset, model), scores in sorted(rows.items()):
-        lines.append(f"| {NAMES.get(dataset, dataset)} | {MODELS.get(model, model)} | "
-                     f"{scores.get('dev', float('nan')):.1f} | "
-                     f"{scores.get('test', float('nan')):.1f} |")
-    (output / "results.md").write_text("\n".join(lines) + "\n")
+    lines = ["Test score (dev score) of the model selected on dev; the signed figure is the "
+             "test difference to the spaCy CNN baseline.", ""]
+    for title, datasets in (("English", ENGLISH), ("Chinese", CHINESE)):
+        table = score_table(rows, datasets)
+        if table:
+            lines += [f"### {title}", ""] + table + [""]
+    (output / "results.md").write_text("\n".join(lines))
     typer.echo("\n".join(lines))
     mixes = layer_mixes(training)
     table = ["| run | component | softmax(w) per layer (token, LSTM 1, LSTM 2, ...) | gamma |",

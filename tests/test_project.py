@@ -12,8 +12,8 @@ from spacy.tokens import DocBin
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_convert():
-    spec = importlib.util.spec_from_file_location("convert", ROOT / "scripts" / "convert.py")
+def _load_convert(name="convert"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -80,3 +80,16 @@ def test_convert_ner_and_textcat(tmp_path):
     assert len(train) == len(dev) == 2
     for doc in train + dev:
         assert sorted(doc.cats) == ["DESC", "HUM", "NUM"] and sum(doc.cats.values()) == 1.0
+
+
+def test_results_table_puts_models_down_tasks_across_with_the_difference_to_cnn():
+    compare = _load_convert("compare")
+    rows = {("ner", "cnn"): {"dev": 90.0, "test": 85.0}, ("ner", "elmo"): {"dev": 91.0,
+            "test": 87.5}, ("trec", "elmo"): {"dev": 80.0, "test": 78.0},
+            ("msra", "cnn"): {"test": 70.0}}
+    lines = compare.score_table(rows, compare.ENGLISH)
+    assert lines[0] == "| model | CoNLL-2003 NER (F1) | TREC-6 (accuracy) |"
+    assert lines[2] == "| spaCy CNN baseline | 85.0 (90.0) | - |"
+    assert lines[3] == "| ELMo listener | 87.5 (91.0) +2.5 | 78.0 (80.0) |"
+    assert len(lines) == 4
+    assert compare.score_table(rows, ["weibo"]) == []

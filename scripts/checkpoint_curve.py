@@ -1,0 +1,113 @@
+"""Downstream score against biLM perplexity: one ELMo training per biLM checkpoint.
+
+  python scripts/checkpoint_curve.py CONFIG CORPUS OUTPUT BILM [BILM ...]
+      [--baseline metrics/ner_cnn.test.json] [--max-steps 3000] [--eval-frequency 500]
+
+Each BILM is an export with a dev.json beside it (the snapshots that `spacy-elmo pretrain
+--snapshot-every N` writes), a directory of such snapshots, or DIR=PPL to give its dev
+perplexity. For each, CONFIG is
+trained on CORPUS/{train,dev}.spacy into OUTPUT/<name>/ (skipped when its model-best exists,
+so a rerun continues where it stopped) and evaluated on CORPUS/test.spacy. Writes
+OUTPUT/curve.md and OUTPUT/curve.png: test score against dev perplexity, the baseline's
+test score as a line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import typer
+from spacy.cli.evaluate import evaluate
+
+
+def _score(metrics: dict) -> float:
+    key = "ents_f" if metrics.get("ents_f") is not None else "cats_micro_f"
+    return 100 * float(metrics[key])
+
+
+def _bilm(spec: str) -> Tuple[Path, float, Optional[int]]:
+    """(directory, dev perplexity, pretraining step or None) of a BILM argument."""
+    if "=" in spec:
+        path, ppl = spec.rsplit("=", 1)
+        return Path(path), float(ppl), None
+    info = Path(spec) / "dev.json"
+    if not info.exists():
+        raise typer.BadParameter(f"{spec} has no dev.json: pass {spec}=PERPLEXITY")
+    data = json.loads(info.read_text())
+    return Path(spec), float(data["dev_ppl"]), int(data["step"])
+
+
+def _expand(specs: List[str]) -> List[str]:
+    """A directory of snapshots (step_*/ with dev.json) stands for all of them."""
+    out: List[str] = []
+    for spec in specs:
+        path = Path(spec)
+        snapshots = sorted(path.glob("step_*/dev.json")) if "=" not in spec else []
+        out.extend(str(p.parent) for p in snapshots) if snapshots else out.append(spec)
+    return out
+
+
+def main(config: Path, corpus: Path, output: Path, bilms: List[str],
+         baseline: Optional[Path] = None, max_steps: int = 3000, eval_frequency: int = 500,
+         gpu_id: int = -1) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    points = []
+    for spec in _expand(bilms):
+        path, ppl, step = _bilm(spec)
+        name = f"step_{step}" if step is not None else path.name
+        run = output / name
+        if not (run / "model-best").exists():
+            subprocess.run([sys.executable, "-m", "spacy", "train", str(config), "--output",
+                            str(run), "--paths.train", str(corpus / "train.spacy"),
+                            "--paths.dev", str(corpus / "dev.spacy"),
+                            "--paths.elmo_weights", str(path),
+                            "--training.max_steps", str(max_steps),
+                            "--training.eval_frequency", str(eval_frequency),
+                            "--gpu-id", str(gpu_id)], check=True)
+        result = run / "test.json"
+        if not result.exists():
+            evaluate(str(run / "model-best"), corpus / "test.spacy", output=result,
+                     use_gpu=gpu_id, silent=True)
+        points.append((name, step, ppl, _score(json.loads(result.read_text()))))
+        typer.echo(f"{name}: dev perplexity {ppl:.1f}, test {points[-1][3]:.1f}")
+    base = _score(json.loads(baseline.read_text())) if baseline else None
+    lines = [f"Config `{config}`, {corpus.name}, {max_steps} steps; test score of the "
+             "model selected on dev.", "", "| biLM | pretraining step | dev perplexity | "
+             "test score |", "|---|---|---|---|"]
+    lines += [f"| {n} | {s if s is not None else '-'} | {p:.1f} | {f:.1f} |"
+              for n, s, p, f in points]
+    if base is not None:
+        lines.append(f"| baseline ({baseline}) | - | - | {base:.1f} |")
+    (output / "curve.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+    except ImportError:
+        typer.echo("matplotlib is not installed: no curve.png")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ordered = sorted(points, key=lambda p: -p[2])
+    ax.plot([p[2] for p in ordered], [p[3] for p in ordered], "o-", label="ELMo")
+    for name, _, ppl, score in ordered:
+        ax.annotate(name, (ppl, score), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if base is not None:
+        ax.axhline(base, color="grey", linestyle="--", label="spaCy CNN baseline")
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel("biLM dev perplexity (log scale; better to the right)")
+    ax.set_ylabel("test score")
+    ax.set_title(f"{corpus.name}: downstream score vs biLM perplexity")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(output / "curve.png", dpi=120)
+    typer.echo(f"Wrote {output / 'curve.md'} and {output / 'curve.png'}")
+
+
+if __name__ == "__main__":
+    typer.run(main)
