@@ -146,14 +146,17 @@ def _read_textcat(path: Path, fmt: str, label_first: bool
 def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str = "en",
             label_first: bool = False, multilabel: bool = False, limit: int = 0,
             split: Optional[float] = None, split_output: Optional[Path] = None,
-            seed: int = 0, label_names: Optional[Path] = None) -> None:
+            seed: int = 0, label_names: Optional[Path] = None,
+            segmenter: Optional[str] = None) -> None:
     """Labelled sentences to .spacy with one-hot `doc.cats` (whitespace tokens for sst/trec).
 
     --split F --split-output PATH moves a random fraction F of the rows to a second file
     (e.g. a dev set carved out of TREC's training file). --label-names FILE maps label
-    indices to the names on the FILE's lines (THUCNews' class.txt).
+    indices to the names on the FILE's lines (THUCNews' class.txt). --segmenter jieba
+    segments Chinese into words (spaCy's zh tokenizer; default: characters).
     """
-    nlp = spacy.blank(lang)
+    nlp = (spacy.blank(lang, config={"nlp": {"tokenizer": {"segmenter": segmenter}}})
+           if segmenter else spacy.blank(lang))
     rows = list(_read_textcat(input_path, format, label_first))
     if label_names is not None:
         names = label_names.read_text(encoding="utf-8").split()

@@ -86,6 +86,10 @@ class Errors:
     E116 = ("The softmax in '{path}' has shape {found}, but the vocabulary ({n_vocab} words) "
             "and the biLM's projection_dim ({dim}) need {expected}. The files come from "
             "different exports; export the run again.")
+    E117 = ("Cannot use the segmenter {segmenter!r} with lang {lang!r}: {err}. The "
+            "segmenter is for Chinese ('--lang zh'): 'char' (default, no extra package) or "
+            "'jieba' (pip install jieba). For pkuseg or any other segmenter, segment the text "
+            "beforehand (spaces between words) and use '--lang whitespace'.")
     # spaCy pipeline (E050-E079)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "

@@ -27,6 +27,8 @@ def pretrain_cli(
     dev: Optional[List[str]] = typer.Option(None, "--dev", help="Dev text for perplexity"),
     lang: Optional[str] = typer.Option(
         None, "--lang", help="spaCy language for tokenization ('en', 'zh', ...) or 'whitespace'"),
+    segmenter: Optional[str] = typer.Option(
+        None, "--segmenter", help="Chinese word segmentation: char (default) or jieba"),
     preset: Optional[str] = typer.Option(None, "--preset",
                                          help="Model size: tiny, small, medium, original"),
     options: Optional[str] = typer.Option(
@@ -61,12 +63,13 @@ def pretrain_cli(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --output"),
 ) -> None:
     """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun."""
+    from ..pretrain.checkpoint import CHECKPOINT_NAME
     from ..pretrain.config import PretrainConfig
     from ..pretrain.rundir import CONFIG_NAME
     from ..pretrain.trainer import train as run_training
 
     flags: Dict[str, Any] = {"train": train or None, "output": str(output) if output else None,
-             "dev": dev or None, "lang": lang, "preset": preset,
+             "dev": dev or None, "lang": lang, "segmenter": segmenter, "preset": preset,
              "options": json.loads(options) if options else None, "vocab": vocab,
              "vocab_size": vocab_size, "batch_size": batch_size, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
@@ -89,6 +92,9 @@ def pretrain_cli(
             from ..errors import Errors
 
             raise ElmoError(Errors.E113)
+        if resume and not (Path(cfg.output) / CHECKPOINT_NAME).exists():
+            msg.info(f"No checkpoint in {cfg.output} yet: starting the run.")
+            resume = False
         result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
         msg.fail(str(err), exits=1)
@@ -123,6 +129,8 @@ def perplexity_cli(
     text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
     lang: str = typer.Option("whitespace", "--lang",
                              help="spaCy language for tokenization, as in pretraining"),
+    segmenter: Optional[str] = typer.Option(
+        None, "--segmenter", help="Chinese word segmentation, as in pretraining"),
     skip_pattern: Optional[str] = typer.Option(None, "--skip-pattern",
                                                help="Skip lines matching this regex"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
@@ -143,11 +151,14 @@ def perplexity_cli(
     try:
         lm, vocab = load_lm(model)
         result = text_perplexity(lm, vocab, resolve_files(text),
-                                 TextSettings(lang=lang, skip_pattern=skip_pattern),
+                                 TextSettings(lang=lang, segmenter=segmenter,
+                                              skip_pattern=skip_pattern),
                                  rows=rows, window=window, max_tokens=max_tokens)
     except ElmoError as err:
         msg.fail(str(err), exits=1)
     msg.table({"forward": f"{result['dev_ppl_fwd']:.2f}",
                "backward": f"{result['dev_ppl_bwd']:.2f}",
-               "mean": f"{result['dev_ppl']:.2f}", "tokens": result["dev_tokens"]},
+               "mean": f"{result['dev_ppl']:.2f}",
+               "mean per character": f"{result['ppl_per_char']:.2f}",
+               "tokens": result["dev_tokens"]},
               title=f"Perplexity of {model}")

@@ -11,7 +11,7 @@ from ..bilm.options import BiLMOptions, preset
 from ..errors import ElmoError, Errors
 
 # Settings that fix the model or the data streams: a resumed run must keep them.
-FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "split_sentences",
+FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split_sentences",
                "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
                "init_weights")
 OPTIMIZERS = ("adagrad", "adam")
@@ -26,6 +26,7 @@ class PretrainConfig:
     dev: List[str] = field(default_factory=list)
     output: str = "runs/elmo"
     lang: str = "whitespace"
+    segmenter: Optional[str] = None
     split_sentences: bool = True
     max_sentence_tokens: int = 200
     skip_pattern: Optional[str] = None

@@ -34,6 +34,7 @@ class TextSettings:
     """How raw lines become sentences of tokens."""
 
     lang: str = "whitespace"
+    segmenter: Optional[str] = None
     split_sentences: bool = True
     max_sentence_tokens: int = 200
     max_line_bytes: int = 100_000
@@ -104,19 +105,37 @@ def read_pieces(path: Path, *, offset: int = 0, max_bytes: int = 100_000
             yield piece, position
 
 
-class Tokenizer:
-    """Text to token strings: a spaCy language's tokenizer, or whitespace."""
+# Chinese segmenters usable without a model download (pkuseg needs one: segment the text
+# beforehand and pretrain with lang "whitespace").
+SEGMENTERS = ("char", "jieba")
 
-    def __init__(self, lang: str) -> None:
+class Tokenizer:
+    """Text to token strings: a spaCy language's tokenizer (for Chinese, with the
+    `segmenter` given: "char" or "jieba"), or whitespace."""
+
+    def __init__(self, lang: str, segmenter: Optional[str] = None) -> None:
         self.lang = lang
         self._spacy: Optional[Callable] = None
+        if segmenter is not None and lang != "zh":
+            raise ElmoError(Errors.E117.format(segmenter=segmenter, lang=lang, err=(
+                "only spaCy's Chinese tokenizer ('zh') takes a segmenter")))
         if lang != "whitespace":
             import spacy
 
             try:
-                self._spacy = spacy.blank(lang).tokenizer
+                nlp = spacy.blank(lang)
             except (ImportError, KeyError, ValueError) as err:
                 raise ElmoError(Errors.E114.format(lang=lang, err=err)) from err
+            if segmenter is not None:
+                config = {"nlp": {"tokenizer": {"segmenter": segmenter}}}
+                try:
+                    if segmenter not in SEGMENTERS:
+                        raise ValueError(f"use one of {SEGMENTERS}")
+                    nlp = spacy.blank(lang, config=config)
+                except (ImportError, ValueError) as err:
+                    raise ElmoError(Errors.E117.format(segmenter=segmenter, lang=lang,
+                                                       err=err)) from err
+            self._spacy = nlp.tokenizer
 
     def __call__(self, text: str) -> List[str]:
         if self._spacy is None:
@@ -170,7 +189,7 @@ class LineToSentences:
 
     def __init__(self, settings: TextSettings) -> None:
         self.settings = settings
-        self.tokenizer = Tokenizer(settings.lang)
+        self.tokenizer = Tokenizer(settings.lang, settings.segmenter)
         self.skip = re.compile(settings.skip_pattern) if settings.skip_pattern else None
 
     def __call__(self, text: str) -> List[List[str]]:

@@ -83,7 +83,15 @@ def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
 def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
                     settings: TextSettings, *, rows: int = 64, window: int = 20,
                     max_tokens: Optional[int] = None) -> Dict[str, float]:
-    """Perplexity on text files, batched as pretraining's dev evaluation."""
+    """Perplexity on text files, batched as pretraining's dev evaluation; also per
+    character ("ppl_per_char": the same total loss spread over the characters predicted,
+    each sentence boundary counted as one), which compares models that segment the same
+    text differently (Chinese characters vs words)."""
     sentences = read_sentences(files, settings, vocab, max_tokens)
     maker = BatchMaker(vocab, model.bilm.options.max_characters_per_token)
-    return evaluate_lm(model, dev_batches(sentences, maker, rows=rows, window=window))
+    result = evaluate_lm(model, dev_batches(sentences, maker, rows=rows, window=window))
+    n_words = sum(len(s) for s in sentences)
+    n_chars = sum(len(w) for s in sentences for w in s) + result["dev_tokens"] - n_words
+    result["ppl_per_char"] = math.exp(math.log(result["dev_ppl"]) * result["dev_tokens"]
+                                      / max(n_chars, 1))
+    return result

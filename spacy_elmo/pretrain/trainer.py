@@ -147,7 +147,8 @@ class Trainer:
             if overwrite and not resume:
                 clear_run(self.out)
             self.out.mkdir(parents=True, exist_ok=True)
-        self.settings = TextSettings(lang=config.lang, split_sentences=config.split_sentences,
+        self.settings = TextSettings(lang=config.lang, segmenter=config.segmenter,
+                                     split_sentences=config.split_sentences,
                                      max_sentence_tokens=config.max_sentence_tokens,
                                      skip_pattern=config.skip_pattern)
         self.files = resolve_files(config.train)

@@ -91,3 +91,26 @@ def test_nothing_usable_is_an_error(tmp_path):
     source = SentenceSource([path], TextSettings())
     with pytest.raises(ElmoError, match="no usable text"):
         source.next_sentence()
+
+
+def test_chinese_segmenters_characters_or_jieba_words(tmp_path):
+    text = tmp_path / "zh.txt"
+    text.write_text("我爱北京天安门。今天天气很好。\n", encoding="utf-8")
+    chars = list(iter_sentences([text], TextSettings(lang="zh")))
+    assert [t for s in chars for t in s][:4] == ["我", "爱", "北", "京"]
+    pytest.importorskip("jieba")  # in the test extra; optional for users
+    words = list(iter_sentences([text], TextSettings(lang="zh", segmenter="jieba")))
+    flat = [t for s in words for t in s]
+    assert "北京" in flat and "天安门" in flat
+    assert "".join(flat) == "".join(t for s in chars for t in s)
+
+
+@pytest.mark.parametrize("lang,segmenter,match", [
+    ("en", "jieba", "only spaCy's Chinese tokenizer"),
+    ("zh", "pkuseg", "segment the text beforehand"),
+])
+def test_wrong_segmenter_is_a_clear_error(tmp_path, lang, segmenter, match):
+    text = tmp_path / "t.txt"
+    text.write_text("text\n", encoding="utf-8")
+    with pytest.raises(ElmoError, match=match):
+        list(iter_sentences([text], TextSettings(lang=lang, segmenter=segmenter)))

@@ -34,6 +34,8 @@ def test_export_perplexity_equals_the_logged_dev_perplexity(run):
     assert got["dev_ppl"] == pytest.approx(logged["dev_ppl"], rel=1e-6)
     assert got["dev_ppl_fwd"] == pytest.approx(logged["dev_ppl_fwd"], rel=1e-6)
     assert got["dev_tokens"] == logged["dev_tokens"]
+    # words of 1-5 letters: the same loss spread over more characters
+    assert 1.0 < got["ppl_per_char"] < got["dev_ppl"]
     result = CliRunner().invoke(app, ["perplexity", str(run / "run" / "model"),
                                       str(run / "corpus.txt"), "--rows", "4", "--window", "6",
                                       "--max-tokens", "300"])

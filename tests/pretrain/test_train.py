@@ -87,6 +87,14 @@ def test_resume_without_a_run_starts_one(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert load_checkpoint(run)["step"] == 4
+    config = tmp_path / "config.json"  # a config file naming the output: the same
+    config.write_text(json.dumps({"train": [str(corpus)], "output": str(tmp_path / "cfg"),
+                                  "preset": "tiny", "vocab_size": 20, "n_negatives": 4,
+                                  "batch_size": 2, "max_steps": 2, "threads": 1}))
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["pretrain", "--config", str(config), "--resume"])
+        assert result.exit_code == 0, result.output
+    assert load_checkpoint(tmp_path / "cfg")["step"] == 2
 
 
 def test_snapshots_hold_each_exported_model_with_its_dev_perplexity(tmp_path):
