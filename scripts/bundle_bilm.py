@@ -1,19 +1,24 @@
 """Export a pretraining run as the package's bundled biLM, with its model card.
 
-  python scripts/bundle_bilm.py RUN_DIR [--output spacy_elmo/data/elmo_en_small]
+  python scripts/bundle_bilm.py RUN_DIR [--snapshot RUN_DIR/snapshots/step_N]
+      [--output spacy_elmo/data/elmo_en_small]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
-and metrics.jsonl: data, size, steps, tokens, training time, hardware, dev perplexity.
+and metrics.jsonl: data, size, steps, tokens, training time, hardware, dev perplexity. The
+model is the run's checkpoint, or the snapshot given (whose dev.json holds the dev
+perplexity of exactly that step).
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import torch
 import typer
@@ -33,24 +38,31 @@ def _cpu() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def main(run: Path, output: Path = DEFAULT_OUTPUT) -> None:
-    tmp = output.with_name(output.name + ".export")
-    subprocess.run([sys.executable, "-m", "spacy_elmo", "export", str(run), str(tmp)],
-                   check=True)
-    output.mkdir(parents=True, exist_ok=True)
-    for name in ("options.json", "weights.hdf5"):
-        (tmp / name).replace(output / name)
-    for leftover in tmp.iterdir():
-        leftover.unlink()
-    tmp.rmdir()
-    bilm = load_bilm(output)
-    config = json.loads((run / "config.json").read_text())
-    checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
-    last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
+def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTPUT) -> None:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
             if line.strip()]
+    output.mkdir(parents=True, exist_ok=True)
+    if snapshot is not None:
+        for name in ("options.json", "weights.hdf5"):
+            shutil.copyfile(snapshot / name, output / name)
+        last_dev = json.loads((snapshot / "dev.json").read_text())
+        trained = [r for r in rows if r.get("type") == "train" and r["step"] <= last_dev["step"]]
+        last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
+                "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
+    else:
+        tmp = output.with_name(output.name + ".export")
+        subprocess.run([sys.executable, "-m", "spacy_elmo", "export", str(run), str(tmp)],
+                       check=True)
+        for name in ("options.json", "weights.hdf5"):
+            (tmp / name).replace(output / name)
+        shutil.rmtree(tmp)
+        checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+        last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
+        evals = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
+        last_dev = evals[-1] if evals else {}
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
-    last_dev = dev[-1] if dev else {}
+    bilm = load_bilm(output)
+    config = json.loads((run / "config.json").read_text())
     n_params = sum(p.numel() for p in bilm.parameters())
     o = bilm.options
     curve = "\n".join(f"| {r['step']} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "
@@ -76,7 +88,7 @@ def main(run: Path, output: Path = DEFAULT_OUTPUT) -> None:
         ("time and hardware", f"{last['elapsed'] / 3600:.2f} h on {config.get('threads')} "
                               f"thread(s) of a shared 2-core {_cpu()} (CPU only)"),
         ("dev perplexity",
-         f"{last_dev.get('dev_ppl', nan):.1f} (mean of forward "
+         f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of forward "
          f"{last_dev.get('dev_ppl_fwd', nan):.1f} and backward "
          f"{last_dev.get('dev_ppl_bwd', nan):.1f}; full softmax over the "
          f"{config.get('vocab_size')}-word vocabulary, other words as `<UNK>`, on "
