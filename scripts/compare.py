@@ -21,9 +21,10 @@ import typer
 NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
          "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)",
          "msra": "MSRA NER (F1)", "weibo": "Weibo NER (F1)", "resume": "Resume NER (F1)",
-         "thucnews": "THUCNews titles (accuracy)"}
+         "thucnews": "THUCNews titles (accuracy)",
+         "thucnewsjieba": "THUCNews titles, jieba words (accuracy)"}
 ENGLISH = ["ner", "wnut", "sst5", "trec"]
-CHINESE = ["msra", "weibo", "resume", "thucnews"]
+CHINESE = ["msra", "weibo", "resume", "thucnews", "thucnewsjieba"]
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo": "ELMo listener", "elmo_concat": "[spaCy features ; ELMo]"}
 

@@ -15,7 +15,8 @@ import typer
 from spacy.cli.evaluate import evaluate
 
 DATASETS = {"ner": "conll", "wnut": "wnut", "sst5": "sst5", "trec": "trec", "msra": "msra",
-            "weibo": "weibo", "resume": "resume", "thucnews": "thucnews"}
+            "weibo": "weibo", "resume": "resume", "thucnews": "thucnews",
+            "thucnewsjieba": "thucnews_jieba"}
 
 
 def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1) -> None:
