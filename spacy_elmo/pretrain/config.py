@@ -13,7 +13,7 @@ from ..errors import ElmoError, Errors
 # Settings that fix the model or the data streams: a resumed run must keep them.
 FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split_sentences",
                "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
-               "init_weights")
+               "init_weights", "shuffle_buffer")
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 
@@ -29,6 +29,7 @@ class PretrainConfig:
     segmenter: Optional[str] = None
     split_sentences: bool = True
     max_sentence_tokens: int = 200
+    shuffle_buffer: int = 10_000
     skip_pattern: Optional[str] = None
     preset: str = "tiny"
     options: Dict[str, Any] = field(default_factory=dict)
@@ -72,6 +73,8 @@ class PretrainConfig:
         check(self.snapshot_every is None or (isinstance(self.snapshot_every, int)
                                               and self.snapshot_every > 0),
               "snapshot_every", "a positive integer or null")
+        check(isinstance(self.shuffle_buffer, int) and self.shuffle_buffer >= 0,
+              "shuffle_buffer", "a non-negative integer (0: sentences in file order)")
         check(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         check(self.lr > 0, "lr", "positive")
         check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")

@@ -215,16 +215,22 @@ class SourceState:
     line: int = 0
     pending: List[List[str]] = field(default_factory=list)
     undecodable: int = 0
+    buffer: List[List[str]] = field(default_factory=list)
+    draws: int = 0
 
 
 class SentenceSource:
-    """An endless stream of sentences over the files (reshuffled each epoch), keeping the
-    lines `line % world_size == rank` of every file."""
+    """An endless stream of sentences over the files (file order reshuffled each epoch),
+    keeping the lines `line % world_size == rank` of every file. With `buffer_size` > 0,
+    each sentence is drawn at random from a buffer of the next `buffer_size` ones, so that a
+    batch mixes documents instead of holding consecutive sentences of one (the buffer is
+    part of the resumable state)."""
 
     def __init__(self, files: Sequence[Path], settings: TextSettings, *, seed: int = 0,
                  rank: int = 0, world_size: int = 1, shuffle: bool = True,
-                 state: Optional[SourceState] = None) -> None:
+                 buffer_size: int = 0, state: Optional[SourceState] = None) -> None:
         self.files = list(files)
+        self.buffer_size = buffer_size
         self.to_sentences = LineToSentences(settings)
         self.settings = settings
         self.seed = seed
@@ -243,6 +249,18 @@ class SentenceSource:
         return files
 
     def next_sentence(self) -> List[str]:
+        if not self.buffer_size:
+            return self._read_sentence()
+        s = self.state
+        while len(s.buffer) < self.buffer_size:
+            s.buffer.append(self._read_sentence())
+        # a fresh generator per draw, seeded by (seed, rank, draw): resumable from one integer
+        index = random.Random(f"{self.seed}-{self.rank}-{s.draws}").randrange(len(s.buffer))
+        s.draws += 1
+        s.buffer[index], s.buffer[-1] = s.buffer[-1], s.buffer[index]
+        return s.buffer.pop()
+
+    def _read_sentence(self) -> List[str]:
         s = self.state
         while not s.pending:
             if self._pieces is None:

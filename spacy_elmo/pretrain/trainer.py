@@ -166,6 +166,9 @@ class Trainer:
             model = BiLanguageModel(bilm, len(self.vocab))
             if config.init_weights is not None:
                 init_softmax_from_encoder(model, self.vocab)
+        if saved is not None and "shuffle_buffer" not in saved["frozen"]:
+            # a run from before the buffer existed: it reads in file order
+            config.shuffle_buffer = saved["frozen"]["shuffle_buffer"] = 0
         options = bilm.options.to_json_dict()
         self.frozen = frozen_settings(config, options)
         if saved is not None:
@@ -204,7 +207,8 @@ class Trainer:
         else:
             torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
         source = SentenceSource(self.files, self.settings, seed=config.seed, rank=ctx.rank,
-                                world_size=ctx.world_size, state=source_state)
+                                world_size=ctx.world_size, buffer_size=config.shuffle_buffer,
+                                state=source_state)
         maker = BatchMaker(self.vocab, bilm.options.max_characters_per_token)
         self.streams = TrainStreams(source, maker, rows=config.batch_size,
                                     window=config.window, buffers=buffers)

@@ -31,7 +31,7 @@ def tiny_config(tmp_path: Path, **changes) -> PretrainConfig:
     settings = dict(train=[str(corpus)], dev=[str(corpus)], output=str(tmp_path / "run"),
                     options=TINY_OPTIONS, vocab_size=40, n_negatives=8, batch_size=4,
                     window=6, max_steps=10, eval_every=5, log_every=2, checkpoint_every=5,
-                    dev_max_tokens=300)
+                    dev_max_tokens=300, shuffle_buffer=30)
     settings.update(changes)
     return PretrainConfig(**settings)
 

@@ -1,3 +1,4 @@
+import copy
 import gzip
 import lzma
 
@@ -83,6 +84,24 @@ def test_source_resumes_exactly_and_shards_by_rank(tmp_path):
     ranks = [SentenceSource([path], settings, rank=r, world_size=2) for r in range(2)]
     firsts = [{tuple(r.next_sentence()) for _ in range(20)} for r in ranks]
     assert not firsts[0] & firsts[1]
+
+
+def test_shuffle_buffer_mixes_sentences_and_resumes_exactly(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("".join(f"s{i}\n" for i in range(100)), encoding="utf-8")
+    source = SentenceSource([path], TextSettings(), seed=3, buffer_size=20, shuffle=False)
+    head = [source.next_sentence()[0] for _ in range(60)]
+    assert head != [f"s{i}" for i in range(60)]  # not in file order
+    assert len(set(head)) == 60  # nothing drawn twice within the first pass
+    # a draw comes from the next `buffer_size` unread sentences: no sentence runs far ahead
+    assert all(int(w[1:]) < k + 20 for k, w in enumerate(head))
+    saved = SourceState(**copy.deepcopy(vars(source.state)))
+    rest = [source.next_sentence() for _ in range(150)]
+    resumed = SentenceSource([path], TextSettings(), seed=3, buffer_size=20, shuffle=False,
+                             state=saved)
+    assert [resumed.next_sentence() for _ in range(150)] == rest
+    other_seed = SentenceSource([path], TextSettings(), seed=4, buffer_size=20, shuffle=False)
+    assert [other_seed.next_sentence()[0] for _ in range(60)] != head
 
 
 def test_nothing_usable_is_an_error(tmp_path):

@@ -56,3 +56,19 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert path.read_bytes() == before
     assert load_checkpoint(path)["step"] == 5
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_run_from_before_the_shuffle_buffer_resumes_reading_in_order(tmp_path):
+    """Checkpoints written before `shuffle_buffer` existed carry no such setting: they
+    continue in file order (buffer 0) instead of being refused as changed."""
+    train(tiny_config(tmp_path, max_steps=3), progress=False)
+    path = tmp_path / "run" / "checkpoint.pt"
+    data = torch.load(path, weights_only=True)
+    del data["frozen"]["shuffle_buffer"]
+    for rank in data["ranks"]:
+        del rank["source"]["buffer"], rank["source"]["draws"]
+    torch.save(data, path)
+    result = train(tiny_config(tmp_path, max_steps=6), resume=True, progress=False)
+    assert result.step == 6
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["shuffle_buffer"] == 0
+    assert load_checkpoint(path)["ranks"][0]["source"]["buffer"] == []
