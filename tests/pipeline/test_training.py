@@ -8,6 +8,7 @@ import pytest
 import spacy
 import torch
 from spacy.cli.train import train
+from spacy.tokens import DocBin
 from spacy.training import Example
 from thinc.api import Config
 
@@ -217,3 +218,29 @@ def test_spacy_train_runs(config_name, weights_dir, toy_corpus, tmp_path):
     nlp = spacy.load(tmp_path / "out" / "model-best")
     doc = nlp("Alice went to London today .")
     assert doc.cats or doc.ents is not None
+
+
+@pytest.mark.parametrize("config_name,lang", [
+    ("ner_cnn.cfg", "en"), ("textcat_cnn.cfg", "en"), ("zh_ner_cnn.cfg", "zh"),
+    ("zh_textcat_cnn.cfg", "zh")])
+def test_cnn_baselines_load_spacy_pretrain_weights(config_name, lang, tmp_path):
+    """--paths.init_tok2vec must reach the tok2vec (spaCy ignores it silently when the
+    training config has no [pretraining] section)."""
+    from spacy.training.initialize import init_nlp
+    from spacy.util import load_config
+
+    nlp = spacy.blank(lang)
+    DocBin(docs=toy_docs(nlp, 4)).to_disk(tmp_path / "train.spacy")
+    base = load_config(CONFIGS / config_name).merge({"paths": {
+        "train": str(tmp_path / "train.spacy"), "dev": str(tmp_path / "train.spacy")}})
+    fresh = init_nlp(base)
+    tok2vec = fresh.get_pipe("tok2vec").model
+    for node in tok2vec.walk():  # weights no fresh initialisation would give
+        for name in node.param_names:
+            if node.has_param(name):
+                node.set_param(name, node.ops.xp.full_like(node.get_param(name), 0.25))
+    (tmp_path / "t2v.bin").write_bytes(tok2vec.to_bytes())
+    loaded = init_nlp(base.merge({"paths": {"init_tok2vec": str(tmp_path / "t2v.bin")}}))
+    params = [node.get_param(name) for node in loaded.get_pipe("tok2vec").model.walk()
+              for name in node.param_names if node.has_param(name)]
+    assert params and all(np.all(p == 0.25) for p in params)
