@@ -19,7 +19,9 @@ DATASETS = {"ner": "conll", "wnut": "wnut", "sst5": "sst5", "trec": "trec", "msr
             "thucnewsjieba": "thucnews_jieba"}
 
 
-def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1) -> None:
+def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1,
+         only_new: bool = False) -> None:
+    """--only-new skips runs whose metrics are newer than their model-best."""
     metrics.mkdir(parents=True, exist_ok=True)
     for run in sorted(p for p in training.iterdir() if (p / "model-best").exists()):
         dataset = DATASETS.get(run.name.split("_")[0])
@@ -27,9 +29,12 @@ def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1) -> None:
             continue
         for split in ("dev", "test"):
             data = corpus / dataset / f"{split}.spacy"
+            out = metrics / f"{run.name}.{split}.json"
+            if only_new and out.exists() and (out.stat().st_mtime >
+                                              (run / "model-best" / "meta.json").stat().st_mtime):
+                continue
             if data.exists():
-                evaluate(str(run / "model-best"), data, output=metrics / f"{run.name}.{split}.json",
-                         use_gpu=gpu_id, silent=True)
+                evaluate(str(run / "model-best"), data, output=out, use_gpu=gpu_id, silent=True)
                 typer.echo(f"{run.name} {split}: {metrics / f'{run.name}.{split}.json'}")
 
 
