@@ -90,6 +90,7 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
         return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ordered = sorted(points, key=lambda p: -p[2])
@@ -99,6 +100,9 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
     if base is not None:
         ax.axhline(base, color="grey", linestyle="--", label="spaCy CNN baseline")
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.margins(x=0.12)
     ax.invert_xaxis()
     ax.set_xlabel("biLM dev perplexity (log scale; better to the right)")
     ax.set_ylabel("test score")
