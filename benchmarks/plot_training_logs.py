@@ -21,6 +21,7 @@ import typer
 ROW = re.compile(r"^\s*\d+\s+(\d+)\s+[\d.\s]+$")
 # the score to plot, by its distance from the end of the row (spaCy's column order)
 COLUMNS = {"ENTS_F": 4, "CATS_MICRO_F": 2}
+COLORS = {"cnn": "C0", "cnnpre": "C1", "elmo": "C2", "elmo_concat": "C3"}
 OUTPUT = re.compile(r"--output training/(\w+?)_(\w+)")
 
 
@@ -54,7 +55,8 @@ def main(output: Path, logs: List[Path]) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
     for ax, (task, runs) in zip(axes.flat, sorted(tasks.items())):
         for model, points in sorted(runs):
-            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3, label=model)
+            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3, label=model,
+                    color=COLORS.get(model))
         ax.set_title(task)
         ax.set_xlabel("step")
         ax.set_ylabel("dev score")
