@@ -13,29 +13,20 @@ perplexity of exactly that step).
 from __future__ import annotations
 
 import json
-import platform
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
 
-import torch
 import typer
 
-from spacy_elmo.bilm import load_bilm
+from spacy_elmo.bilm import load_bilm, save_bilm
+from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_embed import cpu_model  # noqa: E402
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "spacy_elmo" / "data" / "elmo_en_small"
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTPUT) -> None:
@@ -50,17 +41,12 @@ def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTP
         last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
                 "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
     else:
-        tmp = output.with_name(output.name + ".export")
-        subprocess.run([sys.executable, "-m", "spacy_elmo", "export", str(run), str(tmp)],
-                       check=True)
-        for name in ("options.json", "weights.hdf5"):
-            (tmp / name).replace(output / name)
-        shutil.rmtree(tmp)
-        checkpoint = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+        checkpoint = load_checkpoint(run)
+        save_bilm(model_from_checkpoint(checkpoint).bilm, output)
         last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
-        evals = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
-        last_dev = evals[-1] if evals else {}
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
+    if snapshot is None:
+        last_dev = dev[-1] if dev else {}
     bilm = load_bilm(output)
     config = json.loads((run / "config.json").read_text())
     n_params = sum(p.numel() for p in bilm.parameters())
@@ -86,7 +72,7 @@ def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTP
                      f"{config.get('optimizer')} lr {config.get('lr')}, sampled softmax with "
                      f"{config.get('n_negatives')} negatives, dropout {config.get('dropout')}"),
         ("time and hardware", f"{last['elapsed'] / 3600:.2f} h on {config.get('threads')} "
-                              f"thread(s) of a shared 2-core {_cpu()} (CPU only)"),
+                              f"thread(s) of a shared 2-core {cpu_model()} (CPU only)"),
         ("dev perplexity",
          f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of forward "
          f"{last_dev.get('dev_ppl_fwd', nan):.1f} and backward "

@@ -21,12 +21,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import typer
+from compare import score  # scripts/compare.py: the results table's figure
 from spacy.cli.evaluate import evaluate
-
-
-def _score(metrics: dict) -> float:
-    key = "ents_f" if metrics.get("ents_f") is not None else "cats_micro_f"
-    return 100 * float(metrics[key])
 
 
 def _bilm(spec: str) -> Tuple[Path, float, Optional[int]]:
@@ -72,9 +68,9 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
         if not result.exists():
             evaluate(str(run / "model-best"), corpus / "test.spacy", output=result,
                      use_gpu=gpu_id, silent=True)
-        points.append((name, step, ppl, _score(json.loads(result.read_text()))))
+        points.append((name, step, ppl, score(json.loads(result.read_text()))))
         typer.echo(f"{name}: dev perplexity {ppl:.1f}, test {points[-1][3]:.1f}")
-    base = _score(json.loads(baseline.read_text())) if baseline else None
+    base = score(json.loads(baseline.read_text())) if baseline else None
     lines = [f"Config `{config}`, {corpus.name}, {max_steps} steps; test score of the "
              "model selected on dev.", "", "| biLM | pretraining step | dev perplexity | "
              "test score |", "|---|---|---|---|"]
@@ -95,8 +91,8 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
     fig, ax = plt.subplots(figsize=(6, 4))
     ordered = sorted(points, key=lambda p: -p[2])
     ax.plot([p[2] for p in ordered], [p[3] for p in ordered], "o-", label="ELMo")
-    for name, _, ppl, score in ordered:
-        ax.annotate(name, (ppl, score), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for name, _, ppl, value in ordered:
+        ax.annotate(name, (ppl, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if base is not None:
         ax.axhline(base, color="grey", linestyle="--", label="spaCy CNN baseline")
     ax.set_xscale("log")

@@ -29,7 +29,9 @@ MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo": "ELMo listener", "elmo_concat": "[spaCy features ; ELMo]"}
 
 
-def _score(data: dict) -> float:
+def score(data: dict) -> float:
+    """The table's figure of a `spacy evaluate` result: entity F1, else micro-F (accuracy
+    for exclusive classes), in percent."""
     if "ents_f" in data and data["ents_f"] is not None:
         return 100 * data["ents_f"]
     return 100 * data["cats_micro_f"]
@@ -84,7 +86,7 @@ def main(metrics: Path, training: Path, output: Path) -> None:
     for path in sorted(metrics.glob("*.*.json")):  # <run>.<split>.json
         run, split = path.stem.rsplit(".", 1)
         dataset, model = run.split("_", 1)
-        rows.setdefault((dataset, model), {})[split] = _score(json.loads(path.read_text()))
+        rows.setdefault((dataset, model), {})[split] = score(json.loads(path.read_text()))
     lines = ["Test score (dev score) of the model selected on dev; the signed figure is the "
              "test difference to the spaCy CNN baseline.", ""]
     for title, datasets in (("English", ENGLISH), ("Chinese", CHINESE)):

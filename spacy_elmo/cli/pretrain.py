@@ -83,10 +83,7 @@ def pretrain_cli(
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
              "seed": seed}
     try:
-        if resume and output is not None and not (output / CONFIG_NAME).exists():
-            msg.info(f"No run in {output} yet: starting one.")
-            resume = False
-        if config is None and resume and output is not None:
+        if config is None and resume and output is not None and (output / CONFIG_NAME).exists():
             config = output / CONFIG_NAME
         if config is not None:
             cfg = PretrainConfig.from_file(config, **flags)

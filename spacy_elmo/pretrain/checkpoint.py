@@ -94,12 +94,7 @@ def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    was_training = model.training
-    model.eval()
-    try:
-        export_model(model, vocab, tmp)
-    finally:
-        model.train(was_training)
+    export_model(model, vocab, tmp)
     srsly.write_json(tmp / SNAPSHOT_INFO, record)
     if final.exists():
         shutil.rmtree(final)

@@ -119,23 +119,19 @@ class Tokenizer:
         if segmenter is not None and lang != "zh":
             raise ElmoError(Errors.E117.format(segmenter=segmenter, lang=lang, err=(
                 "only spaCy's Chinese tokenizer ('zh') takes a segmenter")))
-        if lang != "whitespace":
-            import spacy
+        if segmenter is not None and segmenter not in SEGMENTERS:
+            raise ElmoError(Errors.E117.format(segmenter=segmenter, lang=lang,
+                                               err=f"use one of {SEGMENTERS}"))
+        if lang == "whitespace":
+            return
+        import spacy
 
-            try:
-                nlp = spacy.blank(lang)
-            except (ImportError, KeyError, ValueError) as err:
-                raise ElmoError(Errors.E114.format(lang=lang, err=err)) from err
-            if segmenter is not None:
-                config = {"nlp": {"tokenizer": {"segmenter": segmenter}}}
-                try:
-                    if segmenter not in SEGMENTERS:
-                        raise ValueError(f"use one of {SEGMENTERS}")
-                    nlp = spacy.blank(lang, config=config)
-                except (ImportError, ValueError) as err:
-                    raise ElmoError(Errors.E117.format(segmenter=segmenter, lang=lang,
-                                                       err=err)) from err
-            self._spacy = nlp.tokenizer
+        config = {"nlp": {"tokenizer": {"segmenter": segmenter}}} if segmenter else {}
+        try:
+            self._spacy = spacy.blank(lang, config=config).tokenizer
+        except (ImportError, KeyError, ValueError) as err:
+            error = Errors.E117 if segmenter else Errors.E114
+            raise ElmoError(error.format(lang=lang, segmenter=segmenter, err=err)) from err
 
     def __call__(self, text: str) -> List[str]:
         if self._spacy is None:

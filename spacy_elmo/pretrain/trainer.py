@@ -25,7 +25,7 @@ from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import (
     CHECKPOINT_NAME,
-    export,
+    export_model,
     load_checkpoint,
     model_from_checkpoint,
     save_checkpoint,
@@ -310,6 +310,7 @@ class Trainer:
         last_saved = time.monotonic()
         interval_time, interval_tokens, losses = 0.0, self.tokens, []
         dev: Optional[Dict[str, float]] = None
+        dev_step = -1
         stopped = False
         with StopSignal() as stop:
             while self.step < config.max_steps:
@@ -331,13 +332,12 @@ class Trainer:
                     interval_time, interval_tokens, losses = 0.0, self.tokens, []
                 if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
                                                       or self.step == config.max_steps):
-                    dev = self.evaluate()
+                    dev, dev_step = self.evaluate(), self.step
                     self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
                     self.plot()
                 if (config.snapshot_every and self.ctx.is_main
                         and self.step % config.snapshot_every == 0):
-                    self.snapshot(dev if dev is not None and self.step % config.eval_every == 0
-                                  else None)
+                    self.snapshot(dev if dev_step == self.step else None)
                 minutes = config.checkpoint_minutes
                 due = (self.step % config.checkpoint_every == 0
                        or self.step == config.max_steps
@@ -351,7 +351,7 @@ class Trainer:
         bar.close()
         if not stopped and self.ctx.is_main:
             self.plot()
-            export(self.out / CHECKPOINT_NAME, self.out / MODEL_DIR)
+            export_model(self.model, self.vocab.words, self.out / MODEL_DIR)
         return TrainResult(self.step, self.model, stopped, dev)
 
 
