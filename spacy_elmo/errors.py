@@ -52,6 +52,9 @@ class Errors:
     E022 = "Cannot read '{path}': it is a directory or not readable. Pass a readable text file."
     E023 = ("--gpu-id {gpu_id} was given, but torch sees only {count} CUDA device(s) "
             "(ids 0..{last}).")
+    E024 = ("Cannot write '{path}': the disk is full ({err}; {free} free in '{directory}'). "
+            "Nothing was replaced and the partial file was removed. Free some space there, "
+            "or write elsewhere, and run again.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

@@ -26,7 +26,7 @@ import torch
 
 from ..errors import ElmoError, Errors
 from .chars import CharIds
-from .files import atomic_write
+from .files import HDF5Writer, atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
 from .windows import windows
 
@@ -223,12 +223,13 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
     index: Dict[str, str] = {}
     n = 0
     try:
-        with atomic_write(path, ".hdf5") as tmp, h5py.File(tmp, "w") as f:
+        with atomic_write(path, ".hdf5") as tmp, HDF5Writer(tmp) as out:
             for sentence, array in items:
-                f.create_dataset(str(n), data=array)
+                out.file.create_dataset(str(n), data=array)
+                out.check()
                 index[sentence] = str(n)
                 n += 1
-            data = f.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
+            data = out.file.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
             data[0] = json.dumps(index)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err

@@ -1,27 +1,259 @@
-"""Writing files so that a failure never leaves a half-written one."""
+"""Writing files so that a failure never leaves a half-written one, nor a temporary file.
+
+Every file spacy-elmo writes goes through `atomic_write`: a temporary file beside the target,
+renamed over it when complete, removed on every other path: an exception, Ctrl-C, SIGTERM or
+SIGHUP (turned into `Terminated` while the write runs, when no handler of the program's own
+is installed), and a full disk (reported as such). A process killed with SIGKILL cannot clean
+up: its temporary files carry the host and process id, and the next write into the same
+directory removes those whose process is gone.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import os
+import re
+import shutil
+import signal
+import socket
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Optional
+
+import h5py
+
+from ..errors import ElmoError, Errors
+
+TMP_PREFIX = ".tmp-"
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+_TMP_NAME = re.compile(r"\.tmp-([0-9a-f]{8})-(\d+)-")
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class Terminated(SystemExit):
+    """SIGTERM/SIGHUP arrived during a write; the exit status is 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+class DiskFull(ElmoError):
+    """A write failed because the disk (or the user's quota) is full."""
 
 
 @contextmanager
 def atomic_write(path: Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `path`; when the block succeeds it replaces `path`
-    (with the mode a new file gets under the umask), and in any case it is gone after."""
+    (with the mode a new file gets under the umask), and in any case it is gone after.
+    A full disk raises `DiskFull`; other errors pass through."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=path.parent)
-    os.close(fd)
+    sweep_stale(path.parent)
     try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
-        os.replace(tmp, path)
+        fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
+                                    suffix=suffix, dir=path.parent)
+    except OSError as err:
+        full = _disk_full(err, path)
+        if full is None:
+            raise
+        raise full from err
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        with _signals_raise():
+            yield tmp
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
+            _fsync(tmp)  # the data is on disk before the name points at it
+            os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:
+        full = _disk_full(err, path)
+        if full is None:
+            raise
+        raise full from err
     finally:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a UTF-8 text file atomically."""
+    with atomic_write(Path(path)) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def sweep_stale(directory: Path) -> None:
+    """Remove temporary files of this host's processes that no longer run (killed with
+    SIGKILL, or the machine lost power, while they wrote)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        match = _TMP_NAME.match(entry.name)
+        if match is None or match.group(1) != _HOST or _alive(int(match.group(2))):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:  # another process swept it first, or no permission: leave it
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise `Terminated` instead of killing the
+    process at once, so that cleanup runs; only where they would kill it (the default
+    handler, main thread). A program's own handlers are left alone."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _disk_full(err: BaseException, path: Path) -> Optional[DiskFull]:
+    """A `DiskFull` error for `path` if `err`, or an error it came from (torch wraps the
+    OSError of a failed write in a RuntimeError), is ENOSPC/EDQUOT."""
+    cause: Optional[BaseException] = err
+    for _ in range(5):
+        if cause is None:
+            return None
+        if isinstance(cause, OSError) and cause.errno in _FULL_ERRNOS:
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return None
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MB"
+    except OSError:
+        free = "unknown space"
+    return DiskFull(Errors.E024.format(path=path, err=os.strerror(cause.errno), free=free,
+                                       directory=path.parent))
+
+
+class _GuardedFile(io.RawIOBase):
+    """A file for h5py that never lets a failed write reach HDF5.
+
+    HDF5 does not recover from a failed write (on a full disk it crashed the process in
+    `close`). Here the first error is kept and later writes are dropped, so that HDF5 can
+    close cleanly; `raise_error` then raises it (the file is removed by `atomic_write`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._file = open(path, "w+b", buffering=0)
+        self.error: Optional[OSError] = None
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        return self._file.readinto(buffer) or 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        if self.error is None:
+            try:
+                while done < len(view):
+                    written = self._file.write(view[done:])
+                    if not written:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += written
+            except OSError as err:
+                self.error = err
+        if done < len(view):  # keep HDF5's idea of the file position
+            self._file.seek(len(view) - done, io.SEEK_CUR)
+        return len(view)
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        try:
+            return self._file.truncate(size)
+        except OSError as err:
+            self.error = self.error or err
+            return self._file.tell() if size is None else size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        super().close()
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class HDF5Writer:
+    """`with HDF5Writer(tmp) as out:` gives `out.file`, an h5py.File writing to `tmp`;
+    `out.check()` raises the first write error (call it between datasets), and leaving the
+    block raises it too, after HDF5 has closed the file."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = _GuardedFile(path)
+        self.file = h5py.File(self._raw, "w")
+
+    def check(self) -> None:
+        self._raw.raise_error()
+
+    def __enter__(self) -> HDF5Writer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.file.close()
+        finally:
+            self._raw.close()
+        if exc[0] is None:
+            self.check()

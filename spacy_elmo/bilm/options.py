@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings
+from .files import write_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -152,7 +153,7 @@ class BiLMOptions:
         return cls.from_json_dict(data, source=str(path))
 
     def to_file(self, path: PathLike) -> None:
-        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n", encoding="utf-8")
+        write_text(Path(path), json.dumps(self.to_json_dict(), indent=2) + "\n")
 
     def replace(self, **changes: Any) -> BiLMOptions:
         return replace(self, **changes)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
-from .files import atomic_write
+from .files import HDF5Writer, atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import BiLMOptions
@@ -201,9 +201,9 @@ def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
     """Write datasets atomically (temp file in the same directory, then rename)."""
     path = Path(path)
     try:
-        with atomic_write(path, ".hdf5") as tmp, h5py.File(tmp, "w") as f:
+        with atomic_write(path, ".hdf5") as tmp, HDF5Writer(tmp) as out:
             for name, value in arrays.items():
-                f.create_dataset(name, data=value)
+                out.file.create_dataset(name, data=value)
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
 

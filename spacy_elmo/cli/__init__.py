@@ -9,14 +9,29 @@ import os
 # Must be set before torch starts; a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from typing import NoReturn  # noqa: E402
+
 import typer  # noqa: E402
+from wasabi import Printer  # noqa: E402
 
 app = typer.Typer(name="spacy-elmo", no_args_is_help=True, add_completion=False,
                   help="ELMo for spaCy: embed text, inspect, pretrain and export biLMs.")
+_stderr = Printer(no_print=True)
 
 
 def main() -> None:
     app()
+
+
+def fail(text: str, code: int = 1) -> NoReturn:
+    """Print an error to stderr and exit with `code`."""
+    typer.echo(_stderr.fail(text), err=True)
+    raise typer.Exit(code)
+
+
+def warn(text: str) -> None:
+    """Print a warning to stderr."""
+    typer.echo(_stderr.warn(text), err=True)
 
 
 # Each module registers its commands on `app`.

@@ -15,7 +15,7 @@ from wasabi import msg
 from ..bilm.embedder import LAYER_MODES, Embedder, count_lines, read_lines, write_embeddings
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors
-from . import app
+from . import app, fail
 
 EMBED_HELP = (
     "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
@@ -54,8 +54,7 @@ def embed_cli(
                        layers=layers, batch_size=batch_size, stateful=stateful,
                        gpu_id=gpu_id, word_cache=word_cache, window=window)
     except ElmoError as err:
-        msg.fail(str(err))
-        raise typer.Exit(1) from err
+        fail(str(err))
     msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 

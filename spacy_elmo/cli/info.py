@@ -11,7 +11,7 @@ from wasabi import msg
 from ..bilm.options import BiLMOptions
 from ..bilm.weights import read_hdf5, resolve_paths
 from ..errors import ElmoError
-from . import app
+from . import app, fail
 
 PARTS = (("char embedding", "char_embed"), ("char CNN", "CNN/"), ("highway", "CNN_high_"),
          ("projection", "CNN_proj/"), ("LSTM forward", "RNN_0/"), ("LSTM backward", "RNN_1/"))
@@ -28,8 +28,7 @@ def info_cli(
     try:
         opts, counts, paths = describe(weights, options)
     except ElmoError as err:
-        msg.fail(str(err))
-        raise typer.Exit(1) from err
+        fail(str(err))
     msg.divider("Files")
     msg.table([("options", str(paths[0])), ("weights", str(paths[1]))])
     msg.divider("Options")

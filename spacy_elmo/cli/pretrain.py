@@ -11,7 +11,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError
-from . import app
+from . import app, fail
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
                "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
@@ -98,7 +98,7 @@ def pretrain_cli(
             resume = False
         result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
-        msg.fail(str(err), exits=1)
+        fail(str(err))
     if int(os.environ.get("RANK", "0")) != 0:
         return
     if result.stopped:
@@ -120,7 +120,7 @@ def export_cli(
     try:
         paths = export(checkpoint, output)
     except ElmoError as err:
-        msg.fail(str(err), exits=1)
+        fail(str(err))
     msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))
 
 
@@ -156,7 +156,7 @@ def perplexity_cli(
                                               skip_pattern=skip_pattern),
                                  rows=rows, window=window, max_tokens=max_tokens)
     except ElmoError as err:
-        msg.fail(str(err), exits=1)
+        fail(str(err))
     msg.table({"forward": f"{result['dev_ppl_fwd']:.2f}",
                "backward": f"{result['dev_ppl_bwd']:.2f}",
                "mean": f"{result['dev_ppl']:.2f}",

@@ -30,8 +30,9 @@ def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
     """Write with torch.save to a temp file beside `path`, then rename over it: a failed
     write leaves the previous checkpoint as it was."""
     try:
-        with atomic_write(path, ".pt") as tmp:
-            torch.save({"format": FORMAT, **payload}, tmp)
+        # through a Python file: a failed write then says why (e.g. a full disk)
+        with atomic_write(path, ".pt") as tmp, open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **payload}, f)
     except (OSError, RuntimeError) as err:
         raise ElmoError(Errors.E109.format(path=path, err=err)) from err
 

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ..bilm.files import atomic_write
+
 
 def read_metrics(path: Path) -> List[Dict[str, Any]]:
     if not path.exists():
@@ -37,8 +39,9 @@ def draw_curves(metrics_path: Path, png_path: Path) -> bool:
     ax_dev.set(xlabel="step", ylabel="perplexity (full softmax)", title="Dev perplexity")
     ax_dev.legend()
     fig.tight_layout()
-    tmp = png_path.with_name(".tmp-" + png_path.name)
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(png_path)
+    try:
+        with atomic_write(png_path, ".png") as tmp:
+            fig.savefig(tmp, dpi=100)
+    finally:
+        plt.close(fig)
     return True

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
+from ..bilm.files import write_text
 from ..errors import ElmoError, Errors
 from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
@@ -63,4 +64,4 @@ def truncate_metrics(path: Path, step: int) -> None:
         return
     lines = path.read_text(encoding="utf-8").splitlines()
     keep = [line for line in lines if line and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+    write_text(path, "".join(line + "\n" for line in keep))

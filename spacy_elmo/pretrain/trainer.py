@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..bilm.chars import CharIds
+from ..bilm.files import write_text
 from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
@@ -218,8 +219,7 @@ class Trainer:
                                 rows=config.batch_size, window=config.window)
                     if config.dev else [])
         if ctx.is_main:
-            (self.out / CONFIG_NAME).write_text(json.dumps(config.to_dict(), indent=2) + "\n",
-                                                encoding="utf-8")
+            write_text(self.out / CONFIG_NAME, json.dumps(config.to_dict(), indent=2) + "\n")
         self._plot_warned = False
 
     def _vocab(self, config: PretrainConfig) -> Vocab:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
+from ..bilm.files import write_text
 from ..errors import ElmoError, Errors
 from .corpus import TextSettings, iter_sentences
 
@@ -45,7 +46,7 @@ class Vocab:
         return cls([line.split("\t")[0] for line in lines if line])
 
     def to_file(self, path: Path) -> None:
-        path.write_text("".join(w + "\n" for w in self.words), encoding="utf-8")
+        write_text(path, "".join(w + "\n" for w in self.words))
 
 
 def count_words(files: Sequence[Path], settings: TextSettings, *,

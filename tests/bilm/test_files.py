@@ -1,0 +1,193 @@
+"""Atomic writes: nothing half-written, no temporary file left on any path (exceptions,
+signals, SIGKILL, a full disk), and a full disk reported as such."""
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spacy_elmo.bilm.files import DiskFull, HDF5Writer, Terminated, atomic_write, sweep_stale
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def python(code: str, **kwargs) -> subprocess.Popen:
+    """A Python subprocess that imports this checkout's package."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_WAIT_POLICY="PASSIVE")
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+
+
+def temps(directory: Path):
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(".tmp-"))
+
+
+def test_exception_leaves_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(KeyError):
+        with atomic_write(target) as tmp:
+            tmp.write_text("new")
+            raise KeyError("boom")
+    assert target.read_text() == "old" and temps(tmp_path) == []
+
+
+def test_signals_sigkill_and_a_full_device_in_a_real_process(tmp_path):
+    """One subprocess (Python with torch takes seconds to start):
+    - HDF5 cannot recover from a failed write (on a full disk it crashed the process in
+      close): on /dev/full the writer keeps the error from it and raises it after a clean
+      close;
+    - a process SIGKILLed during a write leaves its temporary file; the next write into
+      that directory removes it, but not a live process's file, nor one it cannot
+      attribute;
+    - SIGTERM, which kills at once by default, raises during a write instead: the
+      temporary file goes and the exit status is still 143."""
+    runs, other = tmp_path / "run", tmp_path / "other"
+    runs.mkdir()
+    other.mkdir()
+    proc = python(f"""
+        import errno, os, signal, time
+        from pathlib import Path
+        import numpy as np
+        from spacy_elmo.bilm.files import HDF5Writer, atomic_write
+        try:
+            with HDF5Writer(Path("/dev/full")) as out:
+                for i in range(200):
+                    out.file.create_dataset(str(i), data=np.zeros((3, 20, 12), "float32"))
+                    out.check()
+        except OSError as err:
+            print("full", err.errno == errno.ENOSPC, flush=True)
+        pid = os.fork()
+        if pid == 0:
+            with atomic_write(Path({str(runs / "checkpoint.pt")!r}), ".pt") as tmp:
+                tmp.write_bytes(b"x" * 1000)
+                os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)
+        with atomic_write(Path({str(other / "out.bin")!r})) as tmp:
+            tmp.write_bytes(b"x" * 1000)
+            print("writing", flush=True)
+            time.sleep(60)
+    """)
+    assert proc.stdout is not None
+    first = proc.stdout.readline().strip()
+    if os.path.exists("/dev/full"):
+        assert first == "full True"
+        first = proc.stdout.readline().strip()
+    assert first == "writing"
+    [stale] = temps(runs)
+    assert len(temps(other)) == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert temps(other) == [] and not (other / "out.bin").exists()
+    foreign = runs / ".tmp-abcdefgh.pt"  # an older layout: not attributable
+    foreign.write_bytes(b"?")
+    with atomic_write(runs / "live.txt") as mine:  # this process is alive
+        mine.write_text("x")
+        sweep_stale(runs)
+        assert mine.exists()
+    with atomic_write(runs / "checkpoint.pt", ".pt") as tmp:
+        tmp.write_bytes(b"new")
+    assert temps(runs) == [foreign.name]
+    assert (runs / "checkpoint.pt").read_bytes() == b"new"
+
+
+def test_terminated_is_an_exit_with_the_shell_status():
+    assert Terminated(signal.SIGTERM).code == 143
+    assert issubclass(Terminated, SystemExit)
+
+
+def test_disk_full_is_reported_and_the_temp_removed(tmp_path):
+    """A write that fails with ENOSPC, as torch.save does on a full disk (a RuntimeError
+    raised while handling the OSError), says the disk is full."""
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(b"previous")
+    with pytest.raises(DiskFull, match=r"the disk is full \(No space left on device; .* "
+                                       r"free in .*Nothing was replaced"):
+        with atomic_write(target, ".pt") as tmp:
+            tmp.write_bytes(b"partial")
+            try:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError:
+                raise RuntimeError("unexpected pos 704 vs 598")  # noqa: B904
+    assert target.read_bytes() == b"previous" and temps(tmp_path) == []
+
+
+def test_writer_reports_the_first_failed_write(tmp_path):
+    with pytest.raises(OSError, match="No space"):
+        with HDF5Writer(tmp_path / "x.hdf5") as out:
+            out.file.create_dataset("a", data=np.zeros(3))
+            out._raw.error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            out.file.create_dataset("b", data=np.zeros(3))
+
+
+def _can_mount_tmpfs() -> bool:
+    if shutil.which("unshare") is None or not sys.platform.startswith("linux"):
+        return False
+    result = subprocess.run(["unshare", "-m", "sh", "-c",
+                             "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                            capture_output=True, check=False)
+    return result.returncode == 0
+
+
+def test_real_full_disk_embed_and_checkpoint(tmp_path, tiny_weights_dir):
+    """On a real 512 KB filesystem (a tmpfs in a private mount namespace): `embed` and a
+    checkpoint fail with the disk-full error and leave no temporary file."""
+    if not _can_mount_tmpfs():
+        pytest.skip("cannot mount a small tmpfs here (needs unshare and mount rights)")
+    text = tmp_path / "in.txt"
+    text.write_text("".join(f"sentence number {i} with some words .\n" for i in range(2000)))
+    code = tmp_path / "full.py"
+    code.write_text(textwrap.dedent(f"""
+        import torch
+        from pathlib import Path
+        from spacy_elmo.cli import app
+        from spacy_elmo.errors import ElmoError
+        from spacy_elmo.pretrain.checkpoint import save_checkpoint
+        try:
+            app(["embed", "{text}", "/mnt/out.hdf5", "--weights", "{tiny_weights_dir}"])
+        except SystemExit as exit:
+            print("embed rc", exit.code, flush=True)
+        try:
+            save_checkpoint(Path("/mnt/checkpoint.pt"), {{"w": torch.zeros(1_000_000)}})
+        except ElmoError as err:
+            print("checkpoint:", err)
+        import os
+        print("left:", os.listdir("/mnt"))
+    """))
+    script = f"mount -t tmpfs -o size=512k tmpfs /mnt && '{sys.executable}' {code}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_WAIT_POLICY="PASSIVE")
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                            text=True, env=env, timeout=300, check=False)
+    out = " ".join(result.stdout.split())
+    err = " ".join(result.stderr.split())
+    assert "embed rc 1" in out, result.stdout + result.stderr
+    assert "Cannot write '/mnt/out.hdf5': the disk is full" in err
+    assert "checkpoint: Cannot write '/mnt/checkpoint.pt': the disk is full" in out
+    assert out.endswith("left: []"), out  # no output, no temporary file
+
+
+def test_signal_handlers_are_restored_and_a_programs_own_kept(tmp_path):
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with atomic_write(tmp_path / "a") as tmp:
+        tmp.write_text("x")
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+    def own(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        with atomic_write(tmp_path / "b") as tmp:
+            assert signal.getsignal(signal.SIGTERM) is own
+            tmp.write_text("x")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
