@@ -24,7 +24,7 @@ class Errors:
     E006 = ("Options: 'char_cnn.n_characters' is {value}; ELMo models use 262 (inference "
             "layout, id 0 = padding) or 261 (bilm-tf training layout). Both load the same "
             "261-row 'char_embed'; any other value means the options belong to another model.")
-    E007 = "Options: {key} must be {what}, got {value!r}."
+    E007 = "Options: {key} must be {what}, got {value}.{fix}"
     E008 = ("'{path}' is a directory but holds no '{name}'. Pass the file itself, or a directory "
             "with both 'options.json' and 'weights.hdf5'.")
     E009 = "Cannot write '{path}': {err}."
@@ -45,7 +45,7 @@ class Errors:
             "options.json that came with the weights (`options` in the component config, "
             "--options on the command line).")
     # Embedding files (spacy-elmo embed / info)
-    E020 = "{name} must be a positive integer, got {value!r}."
+    E020 = "{key} must be {what}, got {value}.{fix}"
     E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
             "piece (it feeds whole lines, as the reference does). Drop --stateful to run long "
             "lines in overlapping windows, raise --window, or split the line.")
@@ -55,6 +55,7 @@ class Errors:
     E024 = ("Cannot write '{path}': the disk is full ({err}; {free} free in '{directory}'). "
             "Nothing was replaced and the partial file was removed. Free some space there, "
             "or write elsewhere, and run again.")
+    E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -78,7 +79,7 @@ class Errors:
     E110 = ("The checkpoint was written by {found} process(es), but this run has {given}. "
             "Resume with the same number of processes (torchrun --nproc_per_node {found}).")
     E111 = "Pretraining config '{path}' has unknown key(s) {keys}; known keys: {known}."
-    E112 = "Pretraining setting {key} must be {what}, got {value!r}."
+    E112 = "Pretraining setting {key} must be {what}, got {value}.{fix}"
     E113 = ("No training corpus was given. Pass text files (or set 'train' in the --config "
             "file).")
     E114 = ("spaCy has no language {lang!r} for tokenization ({err}). Use a spaCy language "
@@ -93,6 +94,8 @@ class Errors:
             "segmenter is for Chinese ('--lang zh'): 'char' (default, no extra package) or "
             "'jieba' (pip install jieba). For pkuseg or any other segmenter, segment the text "
             "beforehand (spaces between words) and use '--lang whitespace'.")
+    E118 = ("--options {text!r} is not a JSON object of option overrides ({err}). Write e.g. "
+            "--options '{{\"lstm_dim\": 512, \"n_highway\": 1}}' (keys as in the presets).")
     # spaCy pipeline (E050-E079)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..errors import ElmoError, Errors
+from ..validation import check_all, integer
 from .chars import CharIds
 from .files import HDF5Writer, atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
@@ -62,11 +63,12 @@ class Embedder:
         if layers not in LAYER_MODES:
             raise ElmoError(Errors.E012.format(value=layers, name="layers",
                                                choices=list(LAYER_MODES)))
-        for name, value in (("batch_size", batch_size), ("window", window),
-                            ("max_batch_tokens", max_batch_tokens),
-                            ("chunk_tokens", chunk_tokens)):
-            if value < 1:
-                raise ElmoError(Errors.E020.format(name=name, value=value))
+        check_all({"batch_size": batch_size, "window": window, "word_cache": word_cache,
+                   "max_batch_tokens": max_batch_tokens, "chunk_tokens": chunk_tokens,
+                   "context": context},
+                  {"batch_size": integer(1), "window": integer(1), "word_cache": integer(0),
+                   "max_batch_tokens": integer(1), "chunk_tokens": integer(1),
+                   "context": integer(0, optional=True)}, Errors.E020)
         if bilm.word_cache is None and word_cache > 0:  # exact, so on by default
             bilm.word_cache = WordCache(word_cache)
         self.bilm = bilm

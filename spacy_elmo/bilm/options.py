@@ -10,6 +10,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings
+from ..validation import (
+    Rule,
+    boolean,
+    check,
+    check_all,
+    check_keys,
+    choice,
+    integer,
+    is_int,
+    number,
+)
 from .files import write_text
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -17,6 +28,33 @@ PathLike = Union[str, "os.PathLike[str]"]
 PUBLISHED_FILTERS: List[Tuple[int, int]] = [
     (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
 ]
+
+
+def _filter_pairs(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) > 0
+            and all(isinstance(f, (list, tuple)) and len(f) == 2
+                    and all(is_int(x) and x > 0 for x in f) for f in value))
+
+
+OPTION_RULES: Dict[str, Rule] = {
+    "lstm_dim": integer(1), "projection_dim": integer(1), "n_layers": integer(1),
+    "cell_clip": number(0, low_open=True, optional=True),
+    "proj_clip": number(0, low_open=True, optional=True),
+    "use_skip_connections": boolean(), "char_embed_dim": integer(1),
+    "filters": Rule("a non-empty list of [width, n_filters] pairs of positive integers",
+                    _filter_pairs, "list"),
+    "n_highway": integer(0), "activation": choice(("relu", "tanh")),
+    "max_characters_per_token": integer(3), "n_characters": integer(1),
+}
+# Errors name each option as `--options`/presets spell it and where options.json has it.
+JSON_KEYS = {key: f"{key} ({path})" for key, path in (
+    ("lstm_dim", "lstm.dim"), ("projection_dim", "lstm.projection_dim"),
+    ("n_layers", "lstm.n_layers"), ("cell_clip", "lstm.cell_clip"),
+    ("proj_clip", "lstm.proj_clip"), ("use_skip_connections", "lstm.use_skip_connections"),
+    ("char_embed_dim", "char_cnn.embedding.dim"), ("filters", "char_cnn.filters"),
+    ("n_highway", "char_cnn.n_highway"), ("activation", "char_cnn.activation"),
+    ("max_characters_per_token", "char_cnn.max_characters_per_token"),
+    ("n_characters", "char_cnn.n_characters"))}
 
 
 @dataclass(frozen=True)
@@ -38,32 +76,13 @@ class BiLMOptions:
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        def check(ok: bool, key: str, what: str, value: Any) -> None:
-            if not ok:
-                raise ElmoError(Errors.E007.format(key=key, what=what, value=value))
-
-        for key in ("lstm_dim", "projection_dim", "n_layers", "char_embed_dim"):
-            value = getattr(self, key)
-            check(isinstance(value, int) and value > 0, key, "a positive integer", value)
-        check(isinstance(self.n_highway, int) and self.n_highway >= 0, "n_highway",
-              "an integer >= 0", self.n_highway)
-        check(self.activation in ("relu", "tanh"), "char_cnn.activation", "'relu' or 'tanh'",
-              self.activation)
-        check(len(self.filters) > 0 and all(len(f) == 2 and f[0] > 0 and f[1] > 0
-                                            for f in self.filters),
-              "char_cnn.filters", "a non-empty list of [width, n_filters] pairs", self.filters)
+        check_all(self.__dict__, OPTION_RULES, Errors.E007, JSON_KEYS)
+        object.__setattr__(self, "filters", tuple(tuple(f) for f in self.filters))
         max_width = max(w for w, _ in self.filters)
-        check(isinstance(self.max_characters_per_token, int)
-              and self.max_characters_per_token >= max(3, max_width),
-              "char_cnn.max_characters_per_token",
-              f"an integer >= 3 and >= the widest filter ({max_width})",
-              self.max_characters_per_token)
+        check(JSON_KEYS["max_characters_per_token"], self.max_characters_per_token,
+              integer(max(3, max_width)), Errors.E007)
         if self.n_characters not in (261, 262):
             raise ElmoError(Errors.E006.format(value=self.n_characters))
-        check(self.cell_clip is None or self.cell_clip > 0, "lstm.cell_clip",
-              "a positive number", self.cell_clip)
-        check(self.proj_clip is None or self.proj_clip > 0, "lstm.proj_clip",
-              "a positive number", self.proj_clip)
 
     @property
     def n_filters(self) -> int:
@@ -124,9 +143,9 @@ class BiLMOptions:
             n_layers=get("lstm", "n_layers"),
             cell_clip=get("lstm", "cell_clip", None),
             proj_clip=get("lstm", "proj_clip", None),
-            use_skip_connections=bool(get("lstm", "use_skip_connections", False)),
+            use_skip_connections=get("lstm", "use_skip_connections", False),
             char_embed_dim=embedding["dim"],
-            filters=tuple(tuple(f) for f in get("char_cnn", "filters")),  # type: ignore[misc]
+            filters=get("char_cnn", "filters"),
             n_highway=get("char_cnn", "n_highway"),
             activation=get("char_cnn", "activation", "relu"),
             max_characters_per_token=get("char_cnn", "max_characters_per_token", 50),
@@ -156,6 +175,8 @@ class BiLMOptions:
         write_text(Path(path), json.dumps(self.to_json_dict(), indent=2) + "\n")
 
     def replace(self, **changes: Any) -> BiLMOptions:
+        """A copy with some options changed (unknown keys are an error)."""
+        check_keys(list(changes), list(OPTION_RULES), "the biLM options")
         return replace(self, **changes)
 
     def as_dict(self) -> Dict[str, Any]:

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional
 import typer
 from wasabi import msg
 
-from ..errors import ElmoError
+from ..errors import ElmoError, Errors
+from ..validation import check_all, integer
 from . import app, fail
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
@@ -73,7 +74,7 @@ def pretrain_cli(
 
     flags: Dict[str, Any] = {"train": train or None, "output": str(output) if output else None,
              "dev": dev or None, "lang": lang, "segmenter": segmenter, "preset": preset,
-             "options": json.loads(options) if options else None, "vocab": vocab,
+             "options": None, "vocab": vocab,
              "vocab_size": vocab_size, "batch_size": batch_size,
              "shuffle_buffer": shuffle_buffer, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
@@ -83,6 +84,7 @@ def pretrain_cli(
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
              "seed": seed}
     try:
+        flags["options"] = parse_options(options)
         if config is None and resume and output is not None and (output / CONFIG_NAME).exists():
             config = output / CONFIG_NAME
         if config is not None:
@@ -90,8 +92,6 @@ def pretrain_cli(
         else:
             cfg = PretrainConfig(**{k: v for k, v in flags.items() if v is not None})
         if not cfg.train:
-            from ..errors import Errors
-
             raise ElmoError(Errors.E113)
         if resume and not (Path(cfg.output) / CHECKPOINT_NAME).exists():
             msg.info(f"No checkpoint in {cfg.output} yet: starting the run.")
@@ -106,6 +106,19 @@ def pretrain_cli(
                  f"spacy-elmo pretrain --output {cfg.output} --resume")
     else:
         msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")
+
+
+def parse_options(text: Optional[str]) -> Optional[Dict[str, Any]]:
+    """The --options JSON object (None without the flag)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ElmoError(Errors.E118.format(text=text, err=err)) from err
+    if not isinstance(value, dict):
+        raise ElmoError(Errors.E118.format(text=text, err="not a JSON object"))
+    return value
 
 
 @app.command("export")
@@ -147,9 +160,14 @@ def perplexity_cli(
     from ..pretrain.corpus import TextSettings, resolve_files
     from ..pretrain.perplexity import load_lm, text_perplexity
 
-    if threads:
-        torch.set_num_threads(threads)
     try:
+        check_all({"--rows": rows, "--window": window, "--max-tokens": max_tokens,
+                   "--threads": threads},
+                  {"--rows": integer(1), "--window": integer(1),
+                   "--max-tokens": integer(1, optional=True),
+                   "--threads": integer(1, optional=True)}, Errors.E020)
+        if threads:
+            torch.set_num_threads(threads)
         lm, vocab = load_lm(model)
         result = text_perplexity(lm, vocab, resolve_files(text),
                                  TextSettings(lang=lang, segmenter=segmenter,

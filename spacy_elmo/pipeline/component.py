@@ -14,6 +14,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from ..errors import ElmoError, Errors
+from ..validation import boolean, check_all, number, numbers, path
 from .elmo_model import has_bilm
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener, replace_listener, replace_listener_cfg
@@ -55,6 +56,11 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
                          mix_weights=mix_weights, gamma=gamma)
 
 
+COMPONENT_RULES = {"weights": path(optional=True), "options": path(optional=True),
+                   "store_layers": boolean(), "set_vector_hooks": boolean(),
+                   "mix_weights": numbers(optional=True), "gamma": number()}
+
+
 def _no_gradient(d_outputs: List[Floats3d]) -> List[Doc]:
     return []
 
@@ -74,9 +80,10 @@ class ElmoComponent(TrainablePipe):
         # nlp.replace_listeners(...): listeners become a private copy of this biLM
         model.attrs["replace_listener"] = replace_listener
         model.attrs["replace_listener_cfg"] = replace_listener_cfg
-        if mix_weights is not None and (min(mix_weights) < 0 or sum(mix_weights) <= 0):
-            raise ElmoError(Errors.E007.format(key="mix_weights", value=mix_weights,
-                                               what="non-negative numbers with a positive sum"))
+        check_all({"weights": weights, "options": options, "store_layers": store_layers,
+                   "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
+                   "gamma": gamma}, COMPONENT_RULES, Errors.E020,
+                  {key: f"[components.{name}] {key}" for key in COMPONENT_RULES})
         self.cfg: Dict[str, Any] = {"weights": None if weights is None else str(weights),
                     "options": None if options is None else str(options),
                     "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
@@ -121,14 +128,21 @@ class ElmoComponent(TrainablePipe):
     def ensure_loaded(self) -> None:
         """Load the configured weights on first use when `initialize` was never called."""
         if not has_bilm(self.model):
-            load_weights_into(self.model, self.cfg["weights"], self.cfg["options"])
-            for listener in self.listeners:
-                self._sync_listener(listener)
+            self._load()
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *,
                    nlp: Optional[Language] = None) -> None:
         validate_get_examples(get_examples, "ElmoComponent.initialize")
+        self._load()
+
+    def _load(self) -> None:
         load_weights_into(self.model, self.cfg["weights"], self.cfg["options"])
+        weights = self.cfg["mix_weights"]
+        n_layers = self.model.get_dim("nL")
+        if weights is not None and len(weights) != n_layers:
+            raise ElmoError(Errors.E020.format(
+                key=f"[components.{self.name}] mix_weights", value=weights, fix="",
+                what=f"{n_layers} numbers (one per layer of this biLM)"))
         for listener in self.listeners:
             self._sync_listener(listener)
 
@@ -153,10 +167,6 @@ class ElmoComponent(TrainablePipe):
         if weights is None:
             probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
         else:
-            if len(weights) != layers.shape[0]:
-                raise ElmoError(Errors.E007.format(
-                    key="mix_weights", value=weights,
-                    what=f"{layers.shape[0]} numbers (one per biLM layer)"))
             probs = np.asarray(weights, dtype="float32") / float(sum(weights))
         mixed = np.tensordot(probs, layers, axes=(0, 0))
         return (self.cfg["gamma"] * mixed).astype("float32")

@@ -19,6 +19,7 @@ from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
 from ..errors import ElmoError, Errors, Warnings
+from ..validation import check_all, integer, number
 from .cache import OutputCache
 from .segments import Segment, length_batches, split_docs
 
@@ -59,6 +60,11 @@ class BiLMShim(PyTorchShim):
                 holder.bilm.word_cache.clear()
 
 
+MODEL_RULES = {"batch_size": integer(1), "max_sentence_tokens": integer(1),
+               "word_cache_size": integer(0), "output_cache_mb": number(0),
+               "dropout": number(0, 1, high_open=True)}
+
+
 @registry.architectures("spacy-elmo.ElmoModel.v1")
 def build_elmo_model(
     *,
@@ -77,10 +83,10 @@ def build_elmo_model(
     output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs.
     dropout: the biLM's own dropout, used only when it is fine-tuned.
     """
-    if batch_size < 1 or max_sentence_tokens < 1:
-        raise ElmoError(Errors.E007.format(key="batch_size/max_sentence_tokens",
-                                           what="positive integers",
-                                           value=(batch_size, max_sentence_tokens)))
+    check_all({"batch_size": batch_size, "max_sentence_tokens": max_sentence_tokens,
+               "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
+               "dropout": dropout}, MODEL_RULES, Errors.E020,
+              {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
     shim = BiLMShim(BiLMHolder(), serialize_model=_serialize_holder,
                     deserialize_model=_deserialize_holder)
     wrapper: Model = Model("pytorch", pytorch_forward, shims=[shim], dims={"nI": None, "nO": None},

@@ -12,6 +12,7 @@ from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from ..errors import ElmoError, Errors, Warnings
+from ..validation import boolean, check_all, integer, number, path, string
 from .elmo_model import build_elmo_model
 from .loading import load_weights_into
 from .scalar_mix import ScalarMix
@@ -87,6 +88,12 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
     return outputs, lambda d_outputs: []
 
 
+MIX_RULES = {"upstream": string(), "weights": path(optional=True),
+             "options": path(optional=True), "grad_factor": number(0),
+             "layer_norm": boolean(), "dropout": number(0, 1, high_open=True),
+             "width": integer(1, optional=True)}
+
+
 @registry.architectures("spacy-elmo.ElmoListener.v1")
 def build_elmo_listener(
     *,
@@ -107,6 +114,9 @@ def build_elmo_listener(
     encode: then a contextual encoder of that width, e.g. spacy.MaxoutWindowEncoder.v2 (the
     paper feeds ELMo into the task's own recurrent encoder).
     """
+    check_all({"upstream": upstream, "grad_factor": grad_factor, "layer_norm": layer_norm,
+               "dropout": dropout, "width": width}, MIX_RULES, Errors.E020,
+              {key: f"spacy-elmo.ElmoListener.v1 {key}" for key in MIX_RULES})
     receiver = ElmoListener(upstream, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
@@ -133,6 +143,9 @@ def build_elmo_tok2vec(
     """A component's own biLM (not shared with other components), loaded from `weights`
     (None: the bundled English biLM) at initialize, with this task's mix; the other
     settings as in ElmoListener.v1."""
+    check_all({"weights": weights, "options": options, "grad_factor": grad_factor,
+               "layer_norm": layer_norm, "dropout": dropout, "width": width}, MIX_RULES,
+              Errors.E020, {key: f"spacy-elmo.ElmoTok2Vec.v1 {key}" for key in MIX_RULES})
     elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens,
                             word_cache_size=word_cache_size, output_cache_mb=output_cache_mb,
                             dropout=bilm_dropout)
@@ -194,7 +207,7 @@ def _assemble(mixed: Model, source: Model, features: Optional[Model], width: Opt
     if features is not None:
         refs["features"] = features
     if encode is not None and width is None:
-        raise ElmoError(Errors.E007.format(key="width", value=None,
+        raise ElmoError(Errors.E020.format(key="width", value=None, fix="",
                                            what="set when `encode` is (the encoder's width)"))
     if width is not None:
         inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))

@@ -7,8 +7,21 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..bilm.options import BiLMOptions, preset
+from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..errors import ElmoError, Errors
+from ..validation import (
+    Rule,
+    boolean,
+    check_all,
+    check_keys,
+    choice,
+    integer,
+    mapping,
+    number,
+    regex,
+    string,
+    strings,
+)
 
 # Settings that fix the model or the data streams: a resumed run must keep them.
 FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split_sentences",
@@ -16,6 +29,25 @@ FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split
                "init_weights", "shuffle_buffer")
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
+SETTING_RULES: Dict[str, Rule] = {
+    "train": strings(), "dev": strings(), "output": string(), "lang": string(),
+    "segmenter": string(optional=True), "split_sentences": boolean(),
+    "max_sentence_tokens": integer(1), "shuffle_buffer": integer(0),
+    "skip_pattern": regex(optional=True), "preset": choice(sorted(PRESETS)),
+    "options": mapping(), "vocab": string(optional=True), "vocab_size": integer(4),
+    "min_count": integer(1), "vocab_max_tokens": integer(1, optional=True),
+    "init_weights": string(optional=True), "init_options": string(optional=True),
+    "batch_size": integer(1), "window": integer(1), "n_negatives": integer(1),
+    "dropout": number(0, 1, high_open=True), "optimizer": choice(OPTIMIZERS),
+    "lr": number(0, low_open=True), "lr_schedule": choice(SCHEDULES),
+    "warmup_steps": integer(0), "clip_norm": number(0, low_open=True),
+    "sum_over_steps": boolean(), "max_steps": integer(1), "eval_every": integer(1),
+    "dev_max_tokens": integer(1, optional=True), "log_every": integer(1),
+    "checkpoint_every": integer(1), "checkpoint_minutes": number(0, low_open=True,
+                                                                 optional=True),
+    "snapshot_every": integer(1, optional=True), "seed": integer(),
+    "threads": integer(1, optional=True), "device": string(),
+}
 
 
 @dataclass
@@ -61,25 +93,9 @@ class PretrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        def check(ok: bool, key: str, what: str) -> None:
-            if not ok:
-                raise ElmoError(Errors.E112.format(key=key, what=what,
-                                                   value=getattr(self, key)))
-
-        for key in ("batch_size", "window", "n_negatives", "max_steps", "eval_every",
-                    "log_every", "checkpoint_every", "max_sentence_tokens", "vocab_size"):
-            check(isinstance(getattr(self, key), int) and getattr(self, key) > 0, key,
-                  "a positive integer")
-        check(self.snapshot_every is None or (isinstance(self.snapshot_every, int)
-                                              and self.snapshot_every > 0),
-              "snapshot_every", "a positive integer or null")
-        check(isinstance(self.shuffle_buffer, int) and self.shuffle_buffer >= 0,
-              "shuffle_buffer", "a non-negative integer (0: sentences in file order)")
-        check(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
-        check(self.lr > 0, "lr", "positive")
-        check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")
-        check(self.lr_schedule in SCHEDULES, "lr_schedule", f"one of {SCHEDULES}")
-        check(self.vocab_size > 3, "vocab_size", "more than 3")
+        check_all(self.__dict__, SETTING_RULES, Errors.E112)
+        check_keys(list(self.options), list(OPTION_RULES), "'options' (the biLM options)")
+        self.bilm_options()  # checks the option values now, before anything is written
 
     @classmethod
     def from_file(cls, path: Path, **overrides: Any) -> PretrainConfig:
@@ -91,6 +107,9 @@ class PretrainConfig:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ElmoError(Errors.E002.format(path=path, kind="a JSON config", err=err)
                             ) from err
+        if not isinstance(data, dict):
+            raise ElmoError(Errors.E002.format(path=path, kind="a JSON config",
+                                               err="the top level is not an object"))
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
         if unknown:
@@ -100,10 +119,7 @@ class PretrainConfig:
 
     def bilm_options(self) -> BiLMOptions:
         """The model shape: the preset with the explicit `options` overrides."""
-        changes = dict(self.options)
-        if "filters" in changes:
-            changes["filters"] = tuple(tuple(f) for f in changes["filters"])
-        return preset(self.preset, **changes)
+        return preset(self.preset, **self.options)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,7 @@ from ..bilm.lm import BiLanguageModel, LMBatch
 from ..bilm.lstm import LSTMState
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors
+from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
 from .checkpoint import SOFTMAX_NAME
 from .corpus import TextSettings, iter_sentences
@@ -87,6 +88,9 @@ def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
     character ("ppl_per_char": the same total loss spread over the characters predicted,
     each sentence boundary counted as one), which compares models that segment the same
     text differently (Chinese characters vs words)."""
+    check_all({"rows": rows, "window": window, "max_tokens": max_tokens},
+              {"rows": integer(1), "window": integer(1),
+               "max_tokens": integer(1, optional=True)}, Errors.E020)
     sentences = read_sentences(files, settings, vocab, max_tokens)
     maker = BatchMaker(vocab, model.bilm.options.max_characters_per_token)
     result = evaluate_lm(model, dev_batches(sentences, maker, rows=rows, window=window))
