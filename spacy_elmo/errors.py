@@ -55,6 +55,10 @@ class Errors:
     E024 = ("Cannot write '{path}': the disk is full ({err}; {free} free in '{directory}'). "
             "Nothing was replaced and the partial file was removed. Free some space there, "
             "or write elsewhere, and run again.")
+    E025 = ("OUTPUT '{output}' is the INPUT file: writing it would destroy the text. Choose "
+            "another OUTPUT.")
+    E026 = ("OUTPUT '{output}' already exists. Pass --overwrite to replace it, or choose "
+            "another OUTPUT.")
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "

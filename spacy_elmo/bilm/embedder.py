@@ -13,18 +13,22 @@ longer than `window`.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
+import stat
+import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import h5py
 import numpy as np
 import torch
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from ..validation import check_all, integer
 from .chars import CharIds
 from .files import HDF5Writer, atomic_write
@@ -80,6 +84,7 @@ class Embedder:
         self.chunk_tokens = chunk_tokens
         self.char_ids = CharIds(bilm.options.max_characters_per_token)
         self.stateful = StatefulBiLM(bilm) if stateful else None
+        self._warned_truncation = False
 
     @property
     def device(self) -> torch.device:
@@ -151,6 +156,7 @@ class Embedder:
     def _run(self, batch: Sequence[Sequence[str]], runner: Optional[StatefulBiLM] = None
              ) -> List[np.ndarray]:
         """Run one batch; one array per sentence, reduced to the requested layers."""
+        self._warn_truncation(batch)
         ids = self.char_ids.batch(batch).to(self.device)
         with torch.inference_mode():
             layers = (runner(ids) if runner is not None else self.bilm(ids)).layers
@@ -164,6 +170,18 @@ class Embedder:
         return [layers[i, : len(t)].numpy() for i, t in enumerate(batch)]
 
 
+    def _warn_truncation(self, batch: Sequence[Sequence[str]]) -> None:
+        """Say (once) that tokens were cut to the biLM's per-token byte budget."""
+        if self._warned_truncation:
+            return
+        long = self.char_ids.too_long(t for tokens in batch for t in tokens)
+        if long:
+            self._warned_truncation = True
+            limit = self.char_ids.max_bytes
+            warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,
+                                               example=long[0][:60]), stacklevel=3)
+
+
 def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
     """One sentence's array from its (start, array) parts, in any order."""
     if len(parts) == 1:
@@ -172,27 +190,36 @@ def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
     return np.concatenate([array for _, array in parts], axis=-2)
 
 
+STDIN = "-"
+
+
 def read_lines(path: PathLike) -> Iterator[str]:
-    """The stripped lines of a UTF-8 file, read lazily; split them for the tokens.
+    """The stripped lines of a UTF-8 file ("-": standard input), read lazily, once (a pipe
+    works); split them for the tokens.
 
     The file is checked at once; a line that is not UTF-8 raises when it is reached."""
+    if str(path) == STDIN:
+        return _decoded_lines(sys.stdin.buffer, "<stdin>")
     path = Path(path)
     check_readable(path)
-    return _decoded_lines(path)
+    return _decoded_lines(path.open("rb"), str(path))
 
 
-def _decoded_lines(path: Path) -> Iterator[str]:
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
+def _decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    with stream:
+        for number, raw in enumerate(stream, start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ElmoError(Errors.E010.format(line=number, path=path, err=err)) from err
+                raise ElmoError(Errors.E010.format(line=number, path=name, err=err)) from err
             yield line.strip()
 
 
-def count_lines(path: PathLike) -> int:
-    """Number of lines (a last line without a newline counts), reading in blocks."""
+def count_lines(path: PathLike) -> Optional[int]:
+    """Number of lines (a last line without a newline counts), reading in blocks; None
+    for input that can be read only once (standard input, a pipe, a device)."""
+    if not _is_regular_file(path):
+        return None
     n, last = 0, b"\n"
     with Path(path).open("rb") as f:
         while block := f.read(1 << 20):
@@ -201,12 +228,39 @@ def count_lines(path: PathLike) -> int:
     return n + (last != b"\n")
 
 
+def _stat(path: PathLike) -> Optional[os.stat_result]:
+    try:
+        return os.fstat(sys.stdin.fileno()) if str(path) == STDIN else os.stat(path)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _is_regular_file(path: PathLike) -> bool:
+    st = _stat(path)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
 def check_readable(path: Path) -> None:
     """Raise a catalogue error unless `path` is a readable file."""
     if not path.exists():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     if path.is_dir() or not os.access(path, os.R_OK):
         raise ElmoError(Errors.E022.format(path=path))
+
+
+def check_output(input_path: PathLike, output_path: PathLike, *, overwrite: bool) -> None:
+    """Refuse to write OUTPUT over INPUT (the same file by any name), and an existing
+    OUTPUT unless `overwrite`."""
+    output = _stat(output_path)
+    if output is None:
+        return
+    if stat.S_ISDIR(output.st_mode):
+        raise ElmoError(Errors.E009.format(path=output_path, err="it is a directory"))
+    source = _stat(input_path)
+    if source is not None and (source.st_dev, source.st_ino) == (output.st_dev, output.st_ino):
+        raise ElmoError(Errors.E025.format(output=output_path))
+    if not overwrite:
+        raise ElmoError(Errors.E026.format(output=output_path))
 
 
 def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) -> int:

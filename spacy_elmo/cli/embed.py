@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,7 +13,15 @@ import typer
 from tqdm import tqdm
 from wasabi import msg
 
-from ..bilm.embedder import LAYER_MODES, Embedder, count_lines, read_lines, write_embeddings
+from ..bilm.embedder import (
+    LAYER_MODES,
+    Embedder,
+    check_output,
+    count_lines,
+    read_lines,
+    write_embeddings,
+)
+from ..bilm.files import Terminated
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors
 from . import app, fail
@@ -21,14 +30,15 @@ EMBED_HELP = (
     "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
     "One dataset per line, named by the 0-based line number; a blank line gives a dataset "
     "with 0 tokens. A `sentence_to_index` dataset holds JSON mapping each line's text to its "
-    "dataset name, as AllenNLP's `elmo` command wrote."
+    "dataset name, as AllenNLP's `elmo` command wrote. INPUT may be '-' (standard input) or "
+    "a pipe. Exit status: 0 done, 1 error, 130/143 stopped by Ctrl-C/SIGTERM (no OUTPUT)."
 )
 
 
 @app.command("embed", help=EMBED_HELP)
 def embed_cli(
     input_path: Path = typer.Argument(..., metavar="INPUT", help=(
-        "UTF-8 text, one whitespace-tokenized sentence per line.")),
+        "UTF-8 text, one whitespace-tokenized sentence per line ('-': standard input).")),
     output_path: Path = typer.Argument(..., metavar="OUTPUT", help="HDF5 file to write."),
     weights: Path = typer.Option(..., "--weights", help=(
         "weights.hdf5, or a directory with weights.hdf5 and options.json.")),
@@ -47,27 +57,39 @@ def embed_cli(
     window: int = typer.Option(200, "--window", help=(
         "Longer lines run as overlapping windows of this many tokens, with window/4 "
         "tokens of context either side (approximate LSTM layers; see the docs).")),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT."),
 ) -> None:
     """The `embed` command (help text: EMBED_HELP)."""
     try:
         n = embed_file(input_path, output_path, weights=weights, options=options,
                        layers=layers, batch_size=batch_size, stateful=stateful,
-                       gpu_id=gpu_id, word_cache=word_cache, window=window)
+                       gpu_id=gpu_id, word_cache=word_cache, window=window,
+                       overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        fail(f"Interrupted: nothing was written to '{output_path}'.", code=130)
+    except Terminated as err:
+        fail(f"Stopped by {signal.Signals(err.signum).name}: nothing was written to "
+             f"'{output_path}'.", code=128 + err.signum)
     msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 
 def embed_file(input_path: Path, output_path: Path, *, weights: Path,
                options: Optional[Path] = None, layers: str = "all", batch_size: int = 64,
                stateful: bool = False, gpu_id: int = -1, word_cache: int = 100_000,
-               window: int = 200, progress: bool = True) -> int:
-    """The `embed` command as a function; returns the number of lines written."""
+               window: int = 200, overwrite: bool = False, progress: bool = True) -> int:
+    """The `embed` command as a function; returns the number of lines written.
+
+    INPUT is read once, so a pipe or standard input ("-") works (the progress bar then
+    counts without a total). OUTPUT is never INPUT, and an existing OUTPUT is replaced only
+    with `overwrite`."""
     if layers not in LAYER_MODES:
         raise ElmoError(Errors.E012.format(value=layers, name="--layers",
                                            choices=list(LAYER_MODES)))
-    device = select_device(gpu_id)
     lines = read_lines(input_path)  # checks the file before the model is loaded
+    check_output(input_path, output_path, overwrite=overwrite)
+    device = select_device(gpu_id)
     bilm = load_bilm(weights, options).to(device)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
