@@ -60,6 +60,8 @@ class Errors:
     E026 = ("OUTPUT '{output}' already exists. Pass --overwrite to replace it, or choose "
             "another OUTPUT.")
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
+    E028 = ("'{path}' is a file, but a directory is needed here ({what}). Choose a directory "
+            "path (it is created if missing).")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

@@ -221,7 +221,8 @@ def load_bilm(weights: PathLike, options: Optional[PathLike] = None,
 def save_bilm(bilm: BiLM, directory: PathLike) -> Tuple[Path, Path]:
     """Write `options.json` + `weights.hdf5` into a directory; returns their paths."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise ElmoError(Errors.E028.format(path=directory, what="the export's files go in it"))
     weights_path = directory / WEIGHTS_NAME
     options_path = directory / OPTIONS_NAME
     write_hdf5(weights_path, to_arrays(bilm))

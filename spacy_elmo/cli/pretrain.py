@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import typer
 from wasabi import msg
 
+from ..bilm.files import Terminated
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
-from . import app, fail
+from . import app, fail, warn
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
                "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
@@ -99,12 +101,21 @@ def pretrain_cli(
         result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
-    if int(os.environ.get("RANK", "0")) != 0:
-        return
+    except KeyboardInterrupt:  # before the training loop, which turns it into a stop
+        fail("Interrupted outside the training loop; files already written are intact "
+             "(continue with --resume if the run has a checkpoint).", code=130)
+    except Terminated as err:
+        fail(f"Stopped by {signal.Signals(err.signum).name}.", code=128 + err.signum)
+    main_rank = int(os.environ.get("RANK", "0")) == 0
     if result.stopped:
-        msg.warn(f"Stopped at step {result.step}; checkpoint saved. Continue with: "
-                 f"spacy-elmo pretrain --output {cfg.output} --resume")
-    else:
+        # not finished: a non-zero status, as the shell gives a process the signal killed
+        signum = result.signal or signal.SIGTERM
+        if main_rank:
+            warn(f"Stopped by {signal.Signals(signum).name} at step {result.step}; "
+                 f"checkpoint saved. Continue with: spacy-elmo pretrain --output "
+                 f"{cfg.output} --resume")
+        raise typer.Exit(128 + signum)
+    if main_rank:
         msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")
 
 

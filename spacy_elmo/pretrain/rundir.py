@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Dict
 
-from ..bilm.files import write_text
+from ..bilm.files import sweep_stale, write_text
 from ..errors import ElmoError, Errors
-from .checkpoint import CHECKPOINT_NAME
+from .checkpoint import CHECKPOINT_NAME, SNAPSHOT_DIR
 from .config import FROZEN_KEYS, PretrainConfig
 
 CONFIG_NAME = "config.json"
@@ -16,27 +17,43 @@ METRICS_NAME = "metrics.jsonl"
 CURVES_NAME = "curves.png"
 MODEL_DIR = "model"
 RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, CURVES_NAME, "vocab.txt")
+RUN_DIRS = (MODEL_DIR, SNAPSHOT_DIR)
+# What makes a directory hold a run worth keeping: a start that failed before its first
+# checkpoint leaves only vocab.txt, config.json or metrics, which a new start replaces.
+RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
+# The optimizer a checkpoint's state belongs to, by a setting only it has.
+OPTIMIZER_MARKS = {"adam": "betas", "adagrad": "lr_decay"}
 
 
 def check_output(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Raise unless the directory may be used as asked (read-only: safe on every rank)."""
-    holds_run = any((out / name).exists() for name in RUN_FILES)
+    if out.exists() and not out.is_dir():
+        raise ElmoError(Errors.E028.format(path=out, what="--output is the run directory"))
     if resume:
         if not (out / CHECKPOINT_NAME).exists():
             raise ElmoError(Errors.E107.format(path=out, name=CHECKPOINT_NAME))
-    elif holds_run and not overwrite:
+    elif any((out / name).exists() for name in RUN_RESULTS) and not overwrite:
         raise ElmoError(Errors.E106.format(path=out, what="pretraining run"))
 
 
 def clear_run(out: Path) -> None:
-    """Remove the files of a previous run (and nothing else) before overwriting it."""
+    """Remove every file of a previous run (and nothing else) before a new start."""
     for name in RUN_FILES:
         (out / name).unlink(missing_ok=True)
-    model = out / MODEL_DIR
-    if model.is_dir():
-        for child in model.iterdir():
-            child.unlink()
-        model.rmdir()
+    for name in RUN_DIRS:
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+    if out.is_dir():
+        sweep_stale(out)
+
+
+def check_optimizer(state: Dict[str, Any], optimizer: str, out: Path) -> None:
+    """Refuse to resume a checkpoint's optimizer state with another optimizer."""
+    groups = state.get("param_groups") or [{}]
+    found = next((name for name, mark in OPTIMIZER_MARKS.items() if mark in groups[0]), None)
+    if found is not None and found != optimizer:
+        raise ElmoError(Errors.E105.format(path=out, key="optimizer", found=found,
+                                           given=optimizer))
 
 
 def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str, Any]:

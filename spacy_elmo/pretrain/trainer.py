@@ -41,6 +41,7 @@ from .rundir import (
     CURVES_NAME,
     METRICS_NAME,
     MODEL_DIR,
+    check_optimizer,
     check_output,
     check_resume,
     clear_run,
@@ -56,6 +57,7 @@ class TrainResult:
     model: BiLanguageModel
     stopped: bool
     dev: Optional[Dict[str, float]]
+    signal: Optional[int] = None  # what stopped the run (None: finished, or another rank's)
 
 
 class StopSignal:
@@ -63,6 +65,7 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signum: Optional[int] = None
         self._previous: Dict[int, Any] = {}
 
     def __enter__(self) -> StopSignal:
@@ -75,6 +78,7 @@ class StopSignal:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
+        self.signum = signum
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
@@ -145,7 +149,7 @@ class Trainer:
         saved = load_checkpoint(self.out / CHECKPOINT_NAME) if resume else None
         ddp.barrier(ctx)
         if ctx.is_main:
-            if overwrite and not resume:
+            if not resume:  # check_output let only an --overwrite or a failed start here
                 clear_run(self.out)
             self.out.mkdir(parents=True, exist_ok=True)
         self.settings = TextSettings(lang=config.lang, segmenter=config.segmenter,
@@ -175,6 +179,7 @@ class Trainer:
         if saved is not None:
             asked = options if config.init_weights else config.bilm_options().to_json_dict()
             check_resume(saved["frozen"], frozen_settings(config, asked), self.out)
+            check_optimizer(saved["optimizer"], config.optimizer, self.out)
         if config.n_negatives >= len(self.vocab):
             raise ElmoError(Errors.E102.format(n_vocab=len(self.vocab),
                                                n_negatives=config.n_negatives))
@@ -352,7 +357,7 @@ class Trainer:
         if not stopped and self.ctx.is_main:
             self.plot()
             export_model(self.model, self.vocab.words, self.out / MODEL_DIR)
-        return TrainResult(self.step, self.model, stopped, dev)
+        return TrainResult(self.step, self.model, stopped, dev, stop.signum)
 
 
 def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False,

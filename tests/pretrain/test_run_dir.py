@@ -1,0 +1,112 @@
+"""A run directory's life: --overwrite replaces all of a run, a failed start blocks
+nothing, a stopped run exits non-zero, resumes are checked."""
+
+import json
+import signal
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.trainer import Trainer, train
+
+from .conftest import TINY_OPTIONS, tiny_config, write_corpus
+
+runner = CliRunner()
+
+
+def run(config, **kwargs):
+    return train(config, progress=False, **kwargs)
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def quick(tmp_path, **changes):
+    """The tiny test config without dev text (no evaluations: faster)."""
+    return tiny_config(tmp_path, **{"dev": [], **changes})
+
+
+def test_overwrite_replaces_the_whole_run(tmp_path):
+    """--overwrite kept the old run's snapshots/, so a later curve mixed two runs."""
+    out = tmp_path / "run"
+    run(quick(tmp_path, max_steps=4, eval_every=2, checkpoint_every=2, snapshot_every=2))
+    assert sorted(p.name for p in (out / "snapshots").iterdir()) == [
+        "step_0000002", "step_0000004"]
+    (out / "notes.txt").write_text("mine")  # not a file of the run: kept
+    run(quick(tmp_path, max_steps=3, eval_every=3, checkpoint_every=3), overwrite=True)
+    assert not (out / "snapshots").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in records) == 3 and records[0]["step"] <= 2
+    assert load_checkpoint(out)["step"] == 3
+
+
+@pytest.mark.parametrize("broken", [{"n_negatives": 500}, {"dev": ["missing_dev.txt"]}])
+def test_a_failed_start_blocks_neither_a_new_start_nor_resume(tmp_path, broken):
+    """A failed start left vocab.txt, then said "pass --resume", and --resume failed too."""
+    out = tmp_path / "run"
+    with pytest.raises(ElmoError):
+        run(quick(tmp_path, **broken))
+    assert not (out / "checkpoint.pt").exists()
+    assert run(quick(tmp_path, max_steps=2)).step == 2  # the same command, fixed
+    with pytest.raises(ElmoError):  # again, now over a finished run: that one is refused
+        run(quick(tmp_path, **broken))
+    with pytest.raises(ElmoError):
+        run(quick(tmp_path, output=str(tmp_path / "other"), **broken))
+    corpus = tmp_path / "corpus.txt"
+    result = runner.invoke(app, [
+        "pretrain", str(corpus), "--output", str(tmp_path / "other"), "--resume",
+        "--vocab-size", "40", "--n-negatives", "8", "--batch-size", "2", "--window", "4",
+        "--max-steps", "2", "--options", json.dumps(TINY_OPTIONS)])
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(tmp_path / "other")["step"] == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_exits_non_zero_and_says_how_to_resume(tmp_path, monkeypatch, signum):
+    """A stopped run exited 0, so `pretrain && export` or a scheduler took it for done."""
+    original = Trainer.train_step
+
+    def step_then_signal(self):
+        loss = original(self)
+        if self.step == 2:
+            signal.raise_signal(signum)
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(quick(tmp_path, max_steps=6).to_dict()))
+    result = runner.invoke(app, ["pretrain", "--config", str(config)])
+    assert result.exit_code == 128 + signum, result.output
+    name = signal.Signals(signum).name
+    assert (f"Stopped by {name} at step 2; checkpoint saved. Continue with: spacy-elmo "
+            f"pretrain --output {tmp_path / 'run'} --resume") in flat(result.stderr)
+    assert load_checkpoint(tmp_path / "run")["step"] == 2
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_resume_with_another_optimizer_is_refused(tmp_path):
+    """It failed with KeyError: 'betas' deep in torch."""
+    run(quick(tmp_path, max_steps=2))
+    with pytest.raises(ElmoError, match=r"made with optimizer = 'adagrad', but this command "
+                                        r"asks for 'adam'"):
+        run(quick(tmp_path, max_steps=4, optimizer="adam"), resume=True)
+    assert run(quick(tmp_path, max_steps=3), resume=True).step == 3
+
+
+def test_output_and_export_targets_that_are_files(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=20)
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    result = runner.invoke(app, ["pretrain", str(corpus), "--output", str(taken)])
+    assert result.exit_code == 1
+    assert "'" + str(taken) + "' is a file, but a directory is needed" in flat(result.stderr)
+    run(quick(tmp_path, max_steps=2))
+    result = runner.invoke(app, ["export", str(tmp_path / "run"), str(taken)])
+    assert result.exit_code == 1
+    assert "is a file, but a directory is needed" in flat(result.stderr)
+    assert taken.read_text() == "a file"
