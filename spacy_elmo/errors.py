@@ -102,6 +102,9 @@ class Errors:
             "beforehand (spaces between words) and use '--lang whitespace'.")
     E118 = ("--options {text!r} is not a JSON object of option overrides ({err}). Write e.g. "
             "--options '{{\"lstm_dim\": 512, \"n_highway\": 1}}' (keys as in the presets).")
+    E119 = ("The checkpoint '{path}' is damaged: its tensors do not match the checksum "
+            "written with them, so training from it would continue from wrong weights. "
+            "Resume from a copy of the run (or an earlier checkpoint), or start again.")
     # spaCy pipeline (E050-E079)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "

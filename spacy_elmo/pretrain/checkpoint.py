@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Union
@@ -23,18 +25,44 @@ SOFTMAX_NAME = "softmax.hdf5"
 SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_INFO = "dev.json"
 FORMAT = "spacy-elmo-pretrain/1"
+CHECKSUM = "tensors_sha256"
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
     """Write with torch.save to a temp file beside `path`, then rename over it: a failed
-    write leaves the previous checkpoint as it was."""
+    write leaves the previous checkpoint as it was. A checksum of every tensor goes with
+    it, so that damage to the file later is found on loading."""
+    data = {"format": FORMAT, **payload}
+    data[CHECKSUM] = tensors_checksum(data)
     try:
         # through a Python file: a failed write then says why (e.g. a full disk)
         with atomic_write(path, ".pt") as tmp, open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
+            torch.save(data, f)
     except (OSError, RuntimeError) as err:
         raise ElmoError(Errors.E109.format(path=path, err=err)) from err
+
+
+def tensors_checksum(data: Any) -> str:
+    """SHA-256 over every tensor in `data` (dicts, lists), with its place, dtype and
+    shape; other values are not included (damage there fails unpickling instead)."""
+    digest = hashlib.sha256()
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{where}:{t.dtype}:{tuple(value.shape)};".encode())
+            digest.update(t.view(torch.uint8).numpy().data)
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                if key != CHECKSUM:
+                    walk(value[key], f"{where}/{key}")
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{where}/{i}")
+
+    walk(data, "")
+    return digest.hexdigest()
 
 
 def checkpoint_path(path: PathLike) -> Path:
@@ -44,16 +72,31 @@ def checkpoint_path(path: PathLike) -> Path:
 
 
 def load_checkpoint(path: PathLike) -> Dict[str, Any]:
+    """A checkpoint's contents (tensors only, no code: torch's weights_only loading),
+    checked against its checksum where it has one (files written before checksums load
+    unchecked)."""
     path = checkpoint_path(path)
     if not path.exists():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a corrupt or foreign file
-        raise ElmoError(Errors.E108.format(path=path, err=err)) from err
+        raise ElmoError(Errors.E108.format(path=path, err=_load_failure(err))) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
+    if CHECKSUM in data and data[CHECKSUM] != tensors_checksum(data):
+        raise ElmoError(Errors.E119.format(path=path))
     return data
+
+
+def _load_failure(err: Exception) -> str:
+    """Why torch could not load a file, without its advice to load untrusted pickles."""
+    if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err):
+        return ("it holds Python objects other than tensors and plain data, which a "
+                "spacy-elmo checkpoint never does; it was not loaded, since loading such a "
+                "file can run code")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return first[:300]
 
 
 def model_from_checkpoint(data: Dict[str, Any]) -> BiLanguageModel:

@@ -1,15 +1,16 @@
 """A run directory's life: --overwrite replaces all of a run, a failed start blocks
-nothing, a stopped run exits non-zero, resumes are checked."""
+nothing, a stopped run exits non-zero, resumes are checked, checkpoints are verified."""
 
 import json
 import signal
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.checkpoint import CHECKSUM, load_checkpoint
 from spacy_elmo.pretrain.trainer import Trainer, train
 
 from .conftest import TINY_OPTIONS, tiny_config, write_corpus
@@ -110,3 +111,46 @@ def test_output_and_export_targets_that_are_files(tmp_path):
     assert result.exit_code == 1
     assert "is a file, but a directory is needed" in flat(result.stderr)
     assert taken.read_text() == "a file"
+
+
+def test_checkpoint_damage_is_found(tmp_path):
+    """Corrupted tensor bytes loaded silently (loss 38, perplexity 1e28)."""
+    run(quick(tmp_path, max_steps=2))
+    path = tmp_path / "run" / "checkpoint.pt"
+    data = load_checkpoint(path)
+    needle = data["model"]["softmax.weight"].numpy().tobytes()[:64]
+    raw = bytearray(path.read_bytes())
+    at = raw.find(needle)
+    assert at > 0
+    raw[at + 3] ^= 0x40
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ElmoError, match="is damaged: its tensors do not match the checksum"):
+        load_checkpoint(path)
+    with pytest.raises(ElmoError, match="is damaged"):
+        run(quick(tmp_path, max_steps=4), resume=True)
+
+
+def test_checkpoints_without_a_checksum_still_load(tmp_path):
+    run(quick(tmp_path, max_steps=2))
+    path = tmp_path / "run" / "checkpoint.pt"
+    data = torch.load(path, weights_only=True)
+    del data[CHECKSUM]
+    torch.save(data, path)
+    assert run(quick(tmp_path, max_steps=3), resume=True).step == 3
+
+
+class Foreign:
+    pass
+
+
+@pytest.mark.parametrize("content", ["object", "garbage"])
+def test_unloadable_checkpoint_message_gives_no_unsafe_advice(tmp_path, content):
+    path = tmp_path / "checkpoint.pt"
+    if content == "object":
+        torch.save({"format": "spacy-elmo-pretrain/1", "x": Foreign()}, path)
+    else:
+        path.write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    with pytest.raises(ElmoError, match="is not a pretraining checkpoint") as info:
+        load_checkpoint(path)
+    assert "weights_only" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
