@@ -136,3 +136,6 @@ class Warnings:
     W003 = ("An ELMo listener got docs without ELMo layers and used zero vectors for them: the "
             "`elmo` component did not run on these docs (disabled, or the docs were made "
             "elsewhere). Run the whole pipeline, or keep `elmo` enabled.")
+    W004 = ("{n} line(s) of {paths} are not UTF-8 text (or hold NUL bytes) and were skipped "
+            "({during}). Re-encode the files as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) to "
+            "use them.")

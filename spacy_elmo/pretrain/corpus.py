@@ -13,11 +13,12 @@ import gzip
 import lzma
 import random
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, cast
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 
 TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
 SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
@@ -237,6 +238,7 @@ class SentenceSource:
         self._pieces: Optional[Iterator[Tuple[bytes, int]]] = None
         self._whole_pass = self.state.file_index == 0 and self.state.offset == 0
         self._found = 0
+        self._warned = False
 
     def order(self, epoch: int) -> List[Path]:
         files = list(self.files)
@@ -289,6 +291,9 @@ class SentenceSource:
             raise ElmoError(Errors.E101.format(
                 paths=[str(p) for p in self.files],
                 detail=f" ({s.undecodable} undecodable lines skipped)"))
+        if s.undecodable and not self._warned:
+            self._warned = True
+            warn_undecodable(s.undecodable, self.files, "training, so far")
         s.epoch, s.file_index = s.epoch + 1, 0
         self._whole_pass, self._found = True, 0
 
@@ -300,6 +305,13 @@ def decode(piece: bytes) -> Optional[str]:
     except UnicodeDecodeError:
         return None
     return None if "\x00" in text else text
+
+
+def warn_undecodable(n: int, files: Sequence[Path], during: str) -> None:
+    """Say how many lines of a corpus were skipped as not UTF-8 (nothing when none)."""
+    if n:
+        warnings.warn(Warnings.W004.format(n=n, paths=[str(p) for p in files], during=during),
+                      stacklevel=3)
 
 
 def iter_sentences(files: Sequence[Path], settings: TextSettings,

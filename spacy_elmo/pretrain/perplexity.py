@@ -17,7 +17,7 @@ from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
 from .checkpoint import SOFTMAX_NAME
-from .corpus import TextSettings, iter_sentences
+from .corpus import TextSettings, iter_sentences, warn_undecodable
 from .vocab import VOCAB_NAME, Vocab
 
 
@@ -71,11 +71,13 @@ def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
     no in-vocabulary word."""
     sentences: List[List[str]] = []
     n_tokens = 0
-    for sentence in iter_sentences(files, settings):
+    skipped = [0]
+    for sentence in iter_sentences(files, settings, counter=skipped):
         sentences.append(sentence)
         n_tokens += len(sentence)
         if max_tokens is not None and n_tokens >= max_tokens:
             break
+    warn_undecodable(skipped[0], files, "reading the dev/perplexity text")
     if not any(vocab[w] != vocab.unk for s in sentences for w in s):
         raise ElmoError(Errors.E103.format(paths=[str(p) for p in files], n_tokens=n_tokens))
     return sentences

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..bilm.files import write_text
 from ..errors import ElmoError, Errors
-from .corpus import TextSettings, iter_sentences
+from .corpus import TextSettings, iter_sentences, warn_undecodable
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -63,6 +63,7 @@ def count_words(files: Sequence[Path], settings: TextSettings, *,
     if n_tokens == 0:
         detail = f" ({skipped[0]} undecodable lines skipped)" if skipped[0] else ""
         raise ElmoError(Errors.E101.format(paths=[str(p) for p in files], detail=detail))
+    warn_undecodable(skipped[0], files, "counting the vocabulary")
     return counts
 
 

@@ -1,5 +1,6 @@
 """A run directory's life: --overwrite replaces all of a run, a failed start blocks
-nothing, a stopped run exits non-zero, resumes are checked, checkpoints are verified."""
+nothing, a stopped run exits non-zero, resumes are checked, checkpoints are verified, and
+skipped lines are reported."""
 
 import json
 import signal
@@ -154,3 +155,18 @@ def test_unloadable_checkpoint_message_gives_no_unsafe_advice(tmp_path, content)
         load_checkpoint(path)
     assert "weights_only" not in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_lines_that_are_not_utf8_are_reported(tmp_path):
+    """Pretraining and perplexity skipped them without a word (embed reports them)."""
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=60)
+    with corpus.open("ab") as f:
+        f.write(b"caf\xe9 au lait .\n\xff\xfe binary .\n")
+    with pytest.warns(UserWarning, match=r"2 line\(s\) of .* are not UTF-8 text .*counting "
+                                         r"the vocabulary"):
+        run(quick(tmp_path, max_steps=2))
+    export = tmp_path / "export"
+    assert runner.invoke(app, ["export", str(tmp_path / "run"), str(export)]).exit_code == 0
+    with pytest.warns(UserWarning, match=r"2 line\(s\) .* dev/perplexity text"):
+        result = runner.invoke(app, ["perplexity", str(export), str(corpus)])
+    assert result.exit_code == 0, result.output
