@@ -124,6 +124,11 @@ class Errors:
     E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
             "it, or restore it from a DocBin saved with store_user_data=True.")
 
+    E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "
+            "component took no part in this update. It is probably listed in [training] "
+            "frozen_components: remove it from there (with grad_factor 0, the default, the "
+            "biLM stays frozen anyway), or also list it in [training] annotating_components "
+            "so that it annotates the docs its listeners train on.")
 
 class Warnings:
     W001 = ("Options say n_characters=261 (the bilm-tf training layout). Loaded as 262 "

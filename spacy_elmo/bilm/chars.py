@@ -52,6 +52,10 @@ class CharIds:
             self._memo[token] = row
         return row
 
+    def __getstate__(self) -> dict:
+        # the memo is rebuilt as tokens come: a pickled model stays the size of its weights
+        return dict(self.__dict__, _memo={BOS_TOKEN: self.bos, EOS_TOKEN: self.eos})
+
     def too_long(self, tokens: Iterable[str]) -> List[str]:
         """The tokens whose UTF-8 bytes exceed the budget (they are cut to it)."""
         return [t for t in tokens if len(t) * 4 > self.max_bytes

@@ -28,8 +28,12 @@ class BiLMOutput:
 
 def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
     """Changes whenever a parameter is modified in place, replaced, moved or cast (torch's
-    version counters and storage); caches compare it to know their entries are stale."""
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
+    version counters and storage); caches compare it to know their entries are stale.
+
+    Inference tensors (made under torch.inference_mode(), e.g. by `.to()` there) have no
+    version counter; for them the stamp sees replacement, moves and casts only."""
+    return tuple((p.data_ptr(), None if p.is_inference() else p._version, p.dtype, p.device)
+                 for p in parameters)
 
 
 class WordCache:
@@ -53,6 +57,11 @@ class WordCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def __getstate__(self) -> dict:
+        # a cache is rebuilt where it is used: a pickled model (joblib, multiprocessing)
+        # stays the size of its weights
+        return dict(self.__dict__, _entries=OrderedDict(), _stamp=None)
+
     def lookup(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
         """Encode (n, max_chars) ids, computing only the rows not seen before."""
         stamp = weights_stamp(encoder.parameters())
@@ -67,7 +76,8 @@ class WordCache:
         if missing:
             fresh = encoder(unique[missing])
             for i, vec in zip(missing, fresh):
-                self._entries[keys[i]] = vec
+                # a copy: a row view would keep (and pickle) the whole batch's storage
+                self._entries[keys[i]] = vec.clone()
         else:
             for key in keys:
                 self._entries.move_to_end(key)
@@ -86,8 +96,11 @@ class BiLM(nn.Module):
     def __init__(self, options: BiLMOptions, word_cache_size: int = 0) -> None:
         super().__init__()
         self.options = options
-        self.encoder = CharCNNEncoder(options)
-        self.lstm = BiLSTMStack(options)
+        # Normal tensors even when built under torch.inference_mode() (as serving code
+        # often loads weights): the word cache tracks their version counters.
+        with torch.inference_mode(False):
+            self.encoder = CharCNNEncoder(options)
+            self.lstm = BiLSTMStack(options)
         C = options.max_characters_per_token
         self.register_buffer("bos_ids", torch.from_numpy(_boundary_row(BOS_CHAR, C)),
                              persistent=False)

@@ -100,6 +100,7 @@ class ElmoComponent(TrainablePipe):
         return list(self.listener_map.keys())
 
     def add_listener(self, listener: ElmoListener, component_name: str) -> None:
+        listener.upstream = self
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
@@ -145,6 +146,15 @@ class ElmoComponent(TrainablePipe):
                 what=f"{n_layers} numbers (one per layer of this biLM)"))
         for listener in self.listeners:
             self._sync_listener(listener)
+
+    # saving: a pipeline saved before its first use carries the weights too -------------
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        self.ensure_loaded()
+        return super().to_bytes(exclude=exclude)
+
+    def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
+        self.ensure_loaded()
+        super().to_disk(path, exclude=exclude)
 
     # running --------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:

@@ -30,6 +30,7 @@ class ElmoListener(Model):
                        dims={"nO": None, "nL": None},
                        attrs={"grad_factor": grad_factor, "fed": False})
         self.upstream_name = upstream_name
+        self.upstream: Optional[Any] = None  # the `elmo` component, once it found this one
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[Floats3d]] = None
         self._backprop: Optional[Callable] = None
@@ -51,7 +52,8 @@ class ElmoListener(Model):
 
     def __getstate__(self) -> Tuple[dict, dict]:
         # per-batch closures can't be pickled (and must not outlive their batch)
-        state = dict(self.__dict__, _batch_id=None, _outputs=None, _backprop=None)
+        state = dict(self.__dict__, _batch_id=None, _outputs=None, _backprop=None,
+                     upstream=None)
         slots = {k: getattr(self, k) for k in Model.__slots__ if hasattr(self, k)}
         return state, slots
 
@@ -79,6 +81,8 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
     for doc in docs:
         layers = doc._.elmo_layers if Doc.has_extension("elmo_layers") else None
         if layers is None or layers.shape != (n_layers, len(doc), width):
+            if is_train and len(doc):  # an update the `elmo` component took no part in
+                raise ElmoError(Errors.E056)
             if len(doc) and model.attrs["fed"] and not model._warned:
                 model._warned = True
                 warnings.warn(Warnings.W003, stacklevel=2)
@@ -226,6 +230,9 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
     dims_from: Model
     if isinstance(source, ElmoListener):
         dims_from = source
+        if not source.has_dim("nO") and source.upstream is not None:
+            # an `elmo` component nlp.initialize() skipped ([training] frozen_components)
+            source.upstream.ensure_loaded()
     else:  # a private biLM: load it first (a loaded or copied one is kept)
         dims_from = source.layers[0]
         load_weights_into(dims_from, dims_from.attrs.get("weights"),

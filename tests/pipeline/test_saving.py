@@ -1,0 +1,120 @@
+"""Saved and copied pipelines: complete before first use, the size of their weights when
+pickled, and listeners of a frozen `elmo` component that say what to do."""
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from spacy.training.initialize import init_nlp
+from thinc.api import Config
+
+from spacy_elmo.bilm import WordCache, batch_to_ids, load_bilm, save_bilm
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline import ElmoListener
+
+from ..conftest import make_random_bilm
+from .conftest import CONFIGS, toy_docs
+
+TEXT = "The bank raised rates. We sat on the river bank."
+
+
+def test_to_disk_before_first_use_saves_the_weights(tmp_path):
+    """It saved no weights (227 bytes), so spacy.load needed the original files."""
+    weights = tmp_path / "weights"
+    save_bilm(make_random_bilm(), weights)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights)})
+    nlp.to_disk(tmp_path / "pipeline")
+    data = nlp.get_pipe("elmo").to_bytes()
+    expected = nlp(TEXT)._.elmo
+    shutil.rmtree(weights)
+    loaded = spacy.load(tmp_path / "pipeline")
+    np.testing.assert_allclose(loaded(TEXT)._.elmo, expected, atol=1e-6)
+    fresh = spacy.blank("en")
+    fresh.add_pipe("elmo", config={"weights": str(weights)})
+    fresh.get_pipe("elmo").from_bytes(data)
+    np.testing.assert_allclose(fresh(TEXT)._.elmo, expected, atol=1e-6)
+
+
+def test_a_used_pipeline_pickles_at_the_size_of_its_weights(weights_dir):
+    """The word cache kept row views whose whole batch storage pickled with each of them
+    (40 docs: 330 MB against 12 MB of to_bytes). Using the pipeline may grow its pickle
+    only as it grows to_bytes (new vocabulary strings), not by what its caches hold."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir)})
+    nlp("warm up")
+    fresh_pickle, fresh_bytes = len(pickle.dumps(nlp)), len(nlp.to_bytes())
+    words = [f"w{i}" for i in range(400)]
+    texts = [" ".join(words[i : i + 40]) for i in range(0, 400, 10)]
+    expected = [doc._.elmo for doc in nlp.pipe(texts, batch_size=8)]
+    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    assert len(bilm.word_cache) >= 400
+    growth = len(pickle.dumps(nlp)) - fresh_pickle
+    assert growth < 3 * (len(nlp.to_bytes()) - fresh_bytes) + 4096, growth
+    restored = pickle.loads(pickle.dumps(nlp))
+    for text, vectors in zip(texts, expected):
+        np.testing.assert_allclose(restored(text)._.elmo, vectors, atol=1e-6)
+
+
+def test_word_cache_entries_own_their_memory(tiny_bilm):
+    tiny_bilm.word_cache = WordCache(100)
+    with torch.no_grad():
+        tiny_bilm(batch_to_ids([["a", "b", "c", "d"]]))
+    entries = list(tiny_bilm.word_cache._entries.values())
+    assert len(entries) == 6  # with <S> and </S>
+    assert all(e.untyped_storage().nbytes() == e.numel() * e.element_size() for e in entries)
+
+
+def test_a_biLM_loaded_under_inference_mode_takes_a_word_cache(tiny_weights_dir):
+    """Serving code loads weights inside torch.inference_mode(); the cache's weight stamp
+    then failed: "Inference tensors do not track version counter"."""
+    with torch.inference_mode():
+        bilm = load_bilm(tiny_weights_dir)
+    reference = load_bilm(tiny_weights_dir)
+    bilm.word_cache = WordCache(100)
+    ids = batch_to_ids([["a", "b", "a"], ["c"]])
+    for context in (torch.no_grad, torch.inference_mode):
+        with context():
+            torch.testing.assert_close(bilm(ids).layers, reference(ids).layers,
+                                       atol=0, rtol=0)
+    assert bilm.word_cache.hits > 0
+    with torch.no_grad():  # the cache still sees weight changes
+        bilm.encoder.projection.bias.add_(1.0)
+        reference.encoder.projection.bias.add_(1.0)
+        torch.testing.assert_close(bilm(ids).layers, reference(ids).layers, atol=0, rtol=0)
+
+
+@spacy.registry.readers("spacy-elmo-test.toy_examples.v1")
+def toy_examples_reader():
+    return lambda nlp: (Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8))
+
+
+@pytest.mark.parametrize("annotating", [False, True])
+def test_listeners_of_a_frozen_elmo_component(weights_dir, annotating):
+    """With `elmo` in [training] frozen_components, spaCy skips its initialize, and the
+    listener failed with an error that did not mention frozen_components. Now the biLM is
+    loaded for it; training then needs `elmo` in annotating_components too, and says so
+    when it is not."""
+    config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
+    config["paths"]["elmo_weights"] = str(weights_dir)
+    config["components"]["elmo"]["weights"] = str(weights_dir)
+    config["training"]["frozen_components"] = ["elmo"]
+    config["training"]["annotating_components"] = ["elmo"] if annotating else []
+    config["corpora"] = {"train": {"@readers": "spacy-elmo-test.toy_examples.v1"},
+                         "dev": {"@readers": "spacy-elmo-test.toy_examples.v1"}}
+    nlp = init_nlp(config)
+    listener = next(n for n in nlp.get_pipe("ner").model.walk() if isinstance(n, ElmoListener))
+    assert listener.get_dim("nO") == 12
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
+    update = {"sgd": nlp.create_optimizer(), "exclude": ["elmo"],
+              "annotates": ["elmo"] if annotating else []}
+    if annotating:
+        losses = nlp.update(examples, **update)
+        assert losses["ner"] > 0
+    else:
+        with pytest.raises(ElmoError, match="frozen_components.*annotating_components"):
+            nlp.update(examples, **update)
