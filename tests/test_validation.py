@@ -24,6 +24,12 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+@pytest.fixture(scope="module")
+def blank_nlp():
+    """One blank pipeline for the tests whose add_pipe fails (and so adds nothing)."""
+    return spacy.blank("en")
+
+
 @pytest.fixture
 def options_dir(tmp_path):
     save_bilm(make_random_bilm(), tmp_path)
@@ -125,8 +131,8 @@ def test_pretrain_options_flag(tmp_path, options, message):
     ({"dropout": 5}, r"ElmoModel.v1 dropout must be a number in \[0, 1\), got 5"),
     ({"batch_size": 0}, r"ElmoModel.v1 batch_size must be a positive integer, got 0"),
 ])
-def test_model_settings_fail_at_construction(tiny_weights_dir, model, message):
-    nlp = spacy.blank("en")
+def test_model_settings_fail_at_construction(blank_nlp, tiny_weights_dir, model, message):
+    nlp = blank_nlp
     with pytest.raises(ElmoError, match=message):
         nlp.add_pipe("elmo", config={"weights": str(tiny_weights_dir), "model": {
             "@architectures": "spacy-elmo.ElmoModel.v1", **model}})
@@ -138,8 +144,9 @@ def test_model_settings_fail_at_construction(tiny_weights_dir, model, message):
     ({"mix_weights": [0, 0]}, r"mix_weights must be a non-empty list"),
     ({"mix_weights": [1, -1, 1]}, r"mix_weights must be a non-empty list"),
 ])
-def test_component_settings_fail_at_construction(tiny_weights_dir, config, message):
-    nlp = spacy.blank("en")
+def test_component_settings_fail_at_construction(blank_nlp, tiny_weights_dir, config,
+                                                 message):
+    nlp = blank_nlp
     with pytest.raises(ElmoError, match=message):
         nlp.add_pipe("elmo", config={"weights": str(tiny_weights_dir), **config})
 

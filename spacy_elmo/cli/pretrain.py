@@ -109,7 +109,7 @@ def pretrain_cli(
     main_rank = int(os.environ.get("RANK", "0")) == 0
     if result.stopped:
         # not finished: a non-zero status, as the shell gives a process the signal killed
-        signum = result.signal or signal.SIGTERM
+        signum = result.signum or signal.SIGTERM
         if main_rank:
             warn(f"Stopped by {signal.Signals(signum).name} at step {result.step}; "
                  f"checkpoint saved. Continue with: spacy-elmo pretrain --output "

@@ -57,7 +57,7 @@ class TrainResult:
     model: BiLanguageModel
     stopped: bool
     dev: Optional[Dict[str, float]]
-    signal: Optional[int] = None  # what stopped the run (None: finished, or another rank's)
+    signum: Optional[int] = None  # the signal that stopped it (None: finished, or another rank's)
 
 
 class StopSignal:

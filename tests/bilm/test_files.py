@@ -143,7 +143,7 @@ def test_real_full_disk_embed_and_checkpoint(tmp_path, tiny_weights_dir):
     if not _can_mount_tmpfs():
         pytest.skip("cannot mount a small tmpfs here (needs unshare and mount rights)")
     text = tmp_path / "in.txt"
-    text.write_text("".join(f"sentence number {i} with some words .\n" for i in range(2000)))
+    text.write_text("".join(f"sentence number {i} with some words .\n" for i in range(1000)))
     code = tmp_path / "full.py"
     code.write_text(textwrap.dedent(f"""
         import torch
