@@ -242,7 +242,11 @@ class HDF5Writer:
 
     def __init__(self, path: Path) -> None:
         self._raw = _GuardedFile(path)
-        self.file = h5py.File(self._raw, "w")
+        try:
+            self.file = h5py.File(self._raw, "w")
+        except BaseException:
+            self._raw.close()
+            raise
 
     def check(self) -> None:
         self._raw.raise_error()
