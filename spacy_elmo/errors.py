@@ -121,3 +121,6 @@ class Warnings:
     W003 = ("An ELMo listener got docs without ELMo layers and used zero vectors for them: the "
             "`elmo` component did not run on these docs (disabled, or the docs were made "
             "elsewhere). Run the whole pipeline, or keep `elmo` enabled.")
+    W010 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
+            "or AMX on a CPU; Ampere or newer on a GPU): its bf16 matmuls are emulated and much "
+            "slower than fp32 (measured: about 100x on an AVX2 CPU). Use precision 'fp32' here.")

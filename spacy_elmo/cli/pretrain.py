@@ -60,6 +60,15 @@ def pretrain_cli(
     init_options: Optional[str] = typer.Option(None, "--init-options",
                                                help="options.json of --init-weights"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="cpu, cuda, cuda:N or auto (default: a GPU if there is one)"),
+    precision: Optional[str] = typer.Option(
+        None, "--precision",
+        help="fp32 (default) or bf16: bf16 matmuls over fp32 weights, optimizer and cell "
+             "state; pays on GPUs and on CPUs with AVX512-BF16/AMX only"),
+    lstm_backward: Optional[str] = typer.Option(
+        None, "--lstm-backward",
+        help="fused (default: a hand-written LSTM backward) or autograd (the reference)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed"),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run in --output (start one if there is none)"),
@@ -81,6 +90,7 @@ def pretrain_cli(
              "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
              "snapshot_every": snapshot_every,
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
+             "device": device, "precision": precision, "lstm_backward": lstm_backward,
              "seed": seed}
     try:
         if config is None and resume and output is not None and (output / CONFIG_NAME).exists():

@@ -16,6 +16,8 @@ FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split
                "init_weights", "shuffle_buffer")
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
+PRECISIONS = ("fp32", "bf16")
+LSTM_BACKWARDS = ("fused", "autograd")
 
 
 @dataclass
@@ -59,6 +61,8 @@ class PretrainConfig:
     seed: int = 0
     threads: Optional[int] = None
     device: str = "auto"
+    precision: str = "fp32"
+    lstm_backward: str = "fused"
 
     def __post_init__(self) -> None:
         def check(ok: bool, key: str, what: str) -> None:
@@ -80,6 +84,9 @@ class PretrainConfig:
         check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")
         check(self.lr_schedule in SCHEDULES, "lr_schedule", f"one of {SCHEDULES}")
         check(self.vocab_size > 3, "vocab_size", "more than 3")
+        check(self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}")
+        check(self.lstm_backward in LSTM_BACKWARDS, "lstm_backward",
+              f"one of {LSTM_BACKWARDS}")
 
     @classmethod
     def from_file(cls, path: Path, **overrides: Any) -> PretrainConfig:

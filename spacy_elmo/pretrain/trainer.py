@@ -35,6 +35,7 @@ from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
+from .precision import autocast, check_precision
 from .rundir import (
     CONFIG_NAME,
     CURVES_NAME,
@@ -181,6 +182,8 @@ class Trainer:
         model.dropout.p = config.dropout
         bilm.set_dropout(config.dropout)
         self.options = options
+        bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
+        check_precision(ctx.device, config.precision)
         self.model = model.to(ctx.device).train()
         self.net: torch.nn.Module = self.model
         if ctx.distributed:
@@ -244,8 +247,11 @@ class Trainer:
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
-        out = self.net(batch, self.state)
-        self.state = out.state.detach()
+        with autocast(self.ctx.device, self.config.precision):
+            out = self.net(batch, self.state)
+        # fp32 whatever the precision (bf16 h values are exact in fp32), so that a
+        # checkpoint's state does not depend on it
+        self.state = LSTMState(out.state.h.detach().float(), out.state.c.detach().float())
         loss = out.mean_loss
         self.optimizer.zero_grad(set_to_none=True)
         # bilm-tf: the gradient of the loss summed over a window's steps, averaged over rows
