@@ -46,6 +46,10 @@ def pretrain_cli(
     lr_schedule: Optional[str] = typer.Option(
         None, "--lr-schedule", help="constant, linear, cosine or inverse_sqrt"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this step"),
+    max_minutes: Optional[float] = typer.Option(
+        None, "--max-minutes",
+        help="Also stop (evaluate, checkpoint, export) after this many minutes of training "
+             "steps, summed over resumes: runs of equal time budget"),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Dev eval interval"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
                                                    help="Checkpoint interval in steps"),
@@ -86,7 +90,8 @@ def pretrain_cli(
              "vocab_size": vocab_size, "batch_size": batch_size,
              "shuffle_buffer": shuffle_buffer, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
-             "lr_schedule": lr_schedule, "max_steps": max_steps, "eval_every": eval_every,
+             "lr_schedule": lr_schedule, "max_steps": max_steps, "max_minutes": max_minutes,
+             "eval_every": eval_every,
              "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
              "snapshot_every": snapshot_every,
              "init_weights": init_weights, "init_options": init_options, "threads": threads,

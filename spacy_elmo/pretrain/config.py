@@ -52,6 +52,7 @@ class PretrainConfig:
     clip_norm: float = 10.0
     sum_over_steps: bool = True
     max_steps: int = 10_000
+    max_minutes: Optional[float] = None
     eval_every: int = 500
     dev_max_tokens: Optional[int] = 100_000
     log_every: int = 10
@@ -79,6 +80,9 @@ class PretrainConfig:
               "snapshot_every", "a positive integer or null")
         check(isinstance(self.shuffle_buffer, int) and self.shuffle_buffer >= 0,
               "shuffle_buffer", "a non-negative integer (0: sentences in file order)")
+        check(self.max_minutes is None or (isinstance(self.max_minutes, (int, float))
+                                           and self.max_minutes > 0),
+              "max_minutes", "a positive number of minutes or null")
         check(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         check(self.lr > 0, "lr", "positive")
         check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")

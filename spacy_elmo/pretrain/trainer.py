@@ -317,6 +317,12 @@ class Trainer:
                            "(pip install 'spacy-elmo[plot]')")
                 self._plot_warned = True
 
+    def out_of_time(self) -> bool:
+        """Whether the run has spent `max_minutes` of training time (on any process)."""
+        minutes = self.config.max_minutes
+        spent = minutes is not None and self.elapsed >= 60 * minutes
+        return ddp.any_flag(self.ctx, spent)[0] if minutes is not None else False
+
     def run(self) -> TrainResult:
         config = self.config
         bar = tqdm(total=config.max_steps, initial=self.step, unit="step",
@@ -327,13 +333,15 @@ class Trainer:
         dev_step = -1
         stopped = False
         with StopSignal() as stop:
-            while self.step < config.max_steps:
+            last = self.step >= config.max_steps or self.out_of_time()
+            while not last:
                 t0 = time.monotonic()
                 losses.append(self.train_step())
                 self.elapsed += time.monotonic() - t0
                 interval_time += time.monotonic() - t0
                 bar.update(1)
-                if self.step % config.log_every == 0 or self.step == config.max_steps:
+                last = self.step >= config.max_steps or self.out_of_time()
+                if self.step % config.log_every == 0 or last:
                     speed = (self.tokens - interval_tokens) / max(interval_time, 1e-9)
                     loss = sum(losses) / len(losses)
                     self.log({"type": "train", "step": self.step, "tokens": self.tokens,
@@ -345,7 +353,7 @@ class Trainer:
                                      **({"dev_ppl": f"{dev['dev_ppl']:.1f}"} if dev else {})})
                     interval_time, interval_tokens, losses = 0.0, self.tokens, []
                 if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
-                                                      or self.step == config.max_steps):
+                                                      or last):
                     dev, dev_step = self.evaluate(), self.step
                     self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
                     self.plot()
@@ -353,8 +361,7 @@ class Trainer:
                         and self.step % config.snapshot_every == 0):
                     self.snapshot(dev if dev_step == self.step else None)
                 minutes = config.checkpoint_minutes
-                due = (self.step % config.checkpoint_every == 0
-                       or self.step == config.max_steps
+                due = (self.step % config.checkpoint_every == 0 or last
                        or (minutes is not None and time.monotonic() - last_saved > 60 * minutes))
                 save, stopped = ddp.any_flag(self.ctx, due, stop.requested)
                 if save or stopped:
