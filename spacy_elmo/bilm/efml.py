@@ -21,13 +21,27 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    cast,
+)
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..errors import ElmoError, Errors
 from .dictionary import TokenDictionary, check_entries
+from .lstm import ProjectedLSTMLayer
 from .model import BiLM, StatefulBiLM
 from .options import BiLMOptions
 
@@ -143,8 +157,8 @@ def efml_options(network: Dict[str, Any], source: str, n_characters: int, n_word
         lstm_dim=get("encoder", "dim", "a positive integer", count),
         projection_dim=get("encoder", "projection_dim", "a positive integer", count),
         n_layers=get("encoder", "n_layers", "a positive integer", count),
-        cell_clip=float(cell_clip) or None,
-        proj_clip=float(proj_clip) or None,
+        cell_clip=cast(float, float(cell_clip) or None),  # EFML's 0 (off) is None here
+        proj_clip=cast(float, float(proj_clip) or None),
         use_skip_connections=True,
         char_embed_dim=get("token_embedder", "char_dim", "a positive integer (models "
                            "without a character CNN are not supported)", count),
@@ -292,14 +306,14 @@ def load_state(bilm: BiLM, token_embedder: Dict[str, torch.Tensor],
         for j, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
             weight.copy_(token_embedder[f"convolutions.{j}.weight"])
             bias.copy_(token_embedder[f"convolutions.{j}.bias"])
-        for k, hw in enumerate(enc.highways):
+        for k, hw in enumerate(cast(List[nn.Linear], list(enc.highways))):
             for ours, theirs in ((hw.weight, token_embedder[f"highways._layers.{k}.weight"]),
                                  (hw.bias, token_embedder[f"highways._layers.{k}.bias"])):
                 ours[:F].copy_(theirs[:F])
                 ours[F:].copy_(-theirs[F:])  # carry = 1 - gate = sigmoid(-z)
         enc.projection.weight.copy_(token_embedder["projection.weight"])
         enc.projection.bias.copy_(token_embedder["projection.bias"])
-        for k, layer in enumerate(bilm.lstm.layers):
+        for k, layer in enumerate(cast(List[ProjectedLSTMLayer], list(bilm.lstm.layers))):
             for d, direction in enumerate(("forward", "backward")):
                 prefix = f"{direction}_layer_{k}"
                 layer.w_input[d].copy_(_gates(encoder[f"{prefix}.input_linearity.weight"]).T)
@@ -308,9 +322,18 @@ def load_state(bilm: BiLM, token_embedder: Dict[str, torch.Tensor],
                 layer.w_proj[d].copy_(encoder[f"{prefix}.state_projection.weight"].T)
 
 
-def read_efml(directory: PathLike, network_config: Optional[PathLike] = None
-              ) -> Tuple[BiLMOptions, TokenDictionary, Dict[str, Dict[str, torch.Tensor]]]:
-    """Options, dictionary and both checked state dicts of an EFML model directory."""
+class EfmlModel(NamedTuple):
+    """What an EFML model directory holds, checked: options, dictionary, the state dict of
+    each pickle (by file name), and where the network config came from."""
+
+    options: BiLMOptions
+    dictionary: TokenDictionary
+    states: Dict[str, Dict[str, torch.Tensor]]
+    network_config: str
+
+
+def read_efml(directory: PathLike, network_config: Optional[PathLike] = None) -> EfmlModel:
+    """Read and check every file of an EFML model directory."""
     directory = Path(directory)
     if not directory.exists():
         raise ElmoError(Errors.E001.format(path=directory, cwd=Path.cwd()))
@@ -331,7 +354,7 @@ def read_efml(directory: PathLike, network_config: Optional[PathLike] = None
     options = efml_options(network, source, len(chars), len(words))
     sizes = (f"the network config ({source}), {CHAR_DIC} ({len(chars)} entries)"
              + (f" and {WORD_DIC} ({len(words)} entries)" if words else ""))
-    states = {}
+    states: Dict[str, Dict[str, torch.Tensor]] = {}
     for name, part, shapes in ((TOKEN_EMBEDDER, "token embedder",
                                 token_embedder_shapes(options)),
                                (ENCODER, "encoder", encoder_shapes(options))):
@@ -339,7 +362,7 @@ def read_efml(directory: PathLike, network_config: Optional[PathLike] = None
         state = read_state_dict(path, part)
         check_state(state, shapes, path, part, sizes)
         states[name] = state
-    return options, TokenDictionary(chars, words), states
+    return EfmlModel(options, TokenDictionary(chars, words), states, source)
 
 
 def load_efml(directory: PathLike, network_config: Optional[PathLike] = None,
@@ -348,9 +371,9 @@ def load_efml(directory: PathLike, network_config: Optional[PathLike] = None,
 
     `network_config`: the network config JSON when the directory's config.json names one
     that is neither in the directory nor the released models' (built in)."""
-    options, dictionary, states = read_efml(directory, network_config)
-    bilm = BiLM(options, word_cache_size=word_cache_size, dictionary=dictionary)
-    load_state(bilm, states[TOKEN_EMBEDDER], states[ENCODER])
+    model = read_efml(directory, network_config)
+    bilm = BiLM(model.options, word_cache_size=word_cache_size, dictionary=model.dictionary)
+    load_state(bilm, model.states[TOKEN_EMBEDDER], model.states[ENCODER])
     return bilm.eval()
 
 
