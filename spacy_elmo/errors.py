@@ -78,8 +78,8 @@ class Errors:
             "torch.load(weights_only=True), which never runs code from the file; a file that "
             "needs code, is truncated or is not a PyTorch file fails. Use the file that came "
             "with the model.")
-    E039 = ("'{path}' is not the {part} state dict of an ELMoForManyLangs model as its "
-            "network config describes it: {detail}.")
+    E039 = ("'{path}' is not the {part} state dict of the ELMoForManyLangs model that the "
+            "network config {source} describes: {detail}.")
     E040 = ("'{name}' in '{path}' has shape {found}, but {source} ask for {expected}. The "
             "pickles, dictionaries and network config must come from the same model.")
     E041 = ("This biLM reads dictionary characters (an ELMoForManyLangs model), which the "

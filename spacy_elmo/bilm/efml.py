@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import warnings
 from pathlib import Path
 from typing import (
     Any,
@@ -211,25 +212,33 @@ def read_dictionary(path: Path) -> Tuple[str, ...]:
     return tuple(entries)
 
 
-def read_state_dict(path: Path, part: str) -> Dict[str, torch.Tensor]:
-    """A state dict saved with `torch.save`, loaded without running code from the file."""
+def read_state_dict(path: Path, part: str, source: str) -> Dict[str, torch.Tensor]:
+    """A state dict saved with `torch.save`, loaded without running code from the file
+    (`source`: where the network config that describes it came from)."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # e.g. about pickle protocols; the error says it all
+            warnings.simplefilter("ignore")
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds (UnpicklingError, RuntimeError, ...)
-        raise ElmoError(Errors.E038.format(path=path, err=_first_line(err))) from err
+        raise ElmoError(Errors.E038.format(path=path, err=_explain(err))) from err
     if not isinstance(data, Mapping):
-        raise ElmoError(Errors.E039.format(path=path, part=part, detail=(
+        raise ElmoError(Errors.E039.format(path=path, part=part, source=source, detail=(
             f"it holds a {type(data).__name__}, not a mapping of parameter names to tensors")))
     wrong = [k for k, v in data.items() if not isinstance(k, str)
              or not isinstance(v, torch.Tensor)]
     if wrong:
-        raise ElmoError(Errors.E039.format(path=path, part=part, detail=(
+        raise ElmoError(Errors.E039.format(path=path, part=part, source=source, detail=(
             f"entries such as {wrong[0]!r} are not tensors named by strings")))
     return dict(data)
 
 
-def _first_line(err: BaseException) -> str:
+def _explain(err: BaseException) -> str:
+    """The gist of torch.load's error (not its advice to load unsafely)."""
     text = str(err).strip() or type(err).__name__
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        detail = text.split(marker, 1)[1].strip().splitlines()[0].split(" Please use")[0]
+        return f"the safe loader refused it ({detail.strip().rstrip('.')})"
     return text.splitlines()[0]
 
 
@@ -267,19 +276,21 @@ def encoder_shapes(o: BiLMOptions) -> Dict[str, Tuple[int, ...]]:
 
 
 def check_state(state: Dict[str, torch.Tensor], shapes: Dict[str, Tuple[int, ...]],
-                path: Path, part: str, source: str) -> None:
-    """Raise unless `state` has exactly the expected tensors and shapes."""
+                path: Path, part: str, source: str, sizes: str) -> None:
+    """Raise unless `state` has exactly the expected tensors and shapes (`source`: the
+    network config's origin; `sizes`: what the shapes come from)."""
     missing = [k for k in shapes if k not in state]
     unexpected = [k for k in state if k not in shapes]
     if missing or unexpected:
         detail = "; ".join(f"{what} {_some(keys)}" for what, keys in (
             ("missing", missing), ("unexpected", unexpected)) if keys)
-        raise ElmoError(Errors.E039.format(path=path, part=part, detail=detail))
+        raise ElmoError(Errors.E039.format(path=path, part=part, source=source,
+                                           detail=detail))
     for name, shape in shapes.items():
         if tuple(state[name].shape) != shape:
             raise ElmoError(Errors.E040.format(name=name, path=path,
                                                found=tuple(state[name].shape),
-                                               expected=shape, source=source))
+                                               expected=shape, source=sizes))
 
 
 def _some(keys: List[str], limit: int = 4) -> str:
@@ -359,8 +370,8 @@ def read_efml(directory: PathLike, network_config: Optional[PathLike] = None) ->
                                 token_embedder_shapes(options)),
                                (ENCODER, "encoder", encoder_shapes(options))):
         path = _required(directory, name, f"the {part} weights")
-        state = read_state_dict(path, part)
-        check_state(state, shapes, path, part, sizes)
+        state = read_state_dict(path, part, source)
+        check_state(state, shapes, path, part, source, sizes)
         states[name] = state
     return EfmlModel(options, TokenDictionary(chars, words), states, source)
 
