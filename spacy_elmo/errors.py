@@ -87,6 +87,8 @@ class Errors:
     E042 = ("--init-weights '{path}' is an ELMoForManyLangs model: pretraining does not "
             "continue from those yet (its export is the bilm-tf layout). Use the model in "
             "spaCy or with `spacy-elmo embed`, or start from a bilm-tf/AllenNLP biLM.")
+    E043 = ("Sentence(s) {missing} are in none of the batches to replay. Pass batches that "
+            "hold every sentence once, e.g. from efml_batch_order.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

@@ -75,6 +75,12 @@ def is_efml_dir(path: PathLike) -> bool:
     return path.is_dir() and any((path / name).exists() for name in EFML_FILES)
 
 
+def is_efml_file(path: PathLike) -> bool:
+    """One of the files of an EFML model directory (the directory is meant)."""
+    path = Path(path)
+    return path.is_file() and path.name in EFML_FILES and is_efml_dir(path.parent)
+
+
 def read_network_config(directory: Path, network_config: Optional[PathLike] = None
                         ) -> Tuple[Dict[str, Any], str]:
     """The network config (parsed) and where it came from.
@@ -344,8 +350,11 @@ class EfmlModel(NamedTuple):
 
 
 def read_efml(directory: PathLike, network_config: Optional[PathLike] = None) -> EfmlModel:
-    """Read and check every file of an EFML model directory."""
+    """Read and check every file of an EFML model directory (or of the directory of one of
+    its files)."""
     directory = Path(directory)
+    if is_efml_file(directory):
+        directory = directory.parent
     if not directory.exists():
         raise ElmoError(Errors.E001.format(path=directory, cwd=Path.cwd()))
     if not directory.is_dir():
@@ -422,6 +431,5 @@ def replay_stateful(bilm: BiLM, sentences: Sequence[Sequence[str]],
                 out[i] = layers[:, row, : len(sentences[i])].numpy()
     missing = [i for i, array in enumerate(out) if array is None]
     if missing:
-        raise ElmoError(Errors.E007.format(key="batches", what="a batch for every sentence",
-                                           value=f"none for sentence(s) {missing[:5]}"))
+        raise ElmoError(Errors.E043.format(missing=missing[:10]))
     return [array for array in out if array is not None]

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
-from .efml import is_efml_dir, load_efml
+from .efml import is_efml_dir, is_efml_file, load_efml
 from .files import atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
@@ -25,10 +25,12 @@ FORMATS = ("auto", "allennlp", "efml")
 
 
 def detect_format(path: PathLike) -> str:
-    """"efml" for an ELMoForManyLangs model directory, else "allennlp" (bilm-tf layout: a
-    weights file, or a directory with options.json/weights.hdf5). A directory with neither
-    set of files is an error."""
+    """"efml" for an ELMoForManyLangs model directory (or one of its files), else "allennlp"
+    (bilm-tf layout: a weights file, or a directory with options.json/weights.hdf5). A
+    directory with neither set of files is an error."""
     path = Path(path)
+    if is_efml_file(path):
+        return "efml"
     if (path.is_dir() and not (path / WEIGHTS_NAME).exists()
             and not (path / OPTIONS_NAME).exists()):
         if is_efml_dir(path):

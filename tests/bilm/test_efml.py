@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from spacy_elmo.bilm import load_bilm
+from spacy_elmo.bilm import BiLMOptions, load_bilm
 from spacy_elmo.bilm.efml import efml_batch_order, replay_stateful
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
@@ -48,13 +48,22 @@ def efml_bilm():
 
 
 def test_legacy_and_zip_pickles_load_identical_weights(efml_bilm):
-    zipped = load_bilm(EFML_DIR / "model_zip", format="efml")
+    zipped = load_bilm(EFML_DIR / "model_zip" / "config.json")  # the file's directory
     assert zipped.dictionary == efml_bilm.dictionary
     assert zipped.options == efml_bilm.options
     ours, theirs = efml_bilm.state_dict(), zipped.state_dict()
     assert ours.keys() == theirs.keys()
     for key in ours:
         assert torch.equal(ours[key], theirs[key]), key
+
+
+def test_options_roundtrip_and_bilm_tf_options_unchanged(efml_bilm):
+    options = efml_bilm.options
+    assert options.forget_bias == 0.0 and options.n_words == 55 and options.n_characters == 89
+    assert BiLMOptions.from_json_dict(options.to_json_dict()) == options
+    plain = BiLMOptions().to_json_dict()
+    assert "word_embedding" not in plain and "forget_bias" not in plain["lstm"]
+    assert "vocabulary" not in plain["char_cnn"] and plain["char_cnn"]["n_characters"] == 262
 
 
 def test_ids_follow_efml(efml_bilm):
@@ -130,7 +139,8 @@ def test_embed_and_info_cli(tmp_path, sentences):
     text.write_text("".join(" ".join(sentences[i]) + "\n" for i in kept), encoding="utf-8")
     runner = CliRunner()
     result = runner.invoke(app, ["embed", str(text), str(tmp_path / "out.hdf5"),
-                                 "--weights", str(EFML_DIR / "model_zip"), "--batch-size", "4"])
+                                 "--weights", str(EFML_DIR / "model_zip"), "--batch-size", "4",
+                                 "--format", "efml"])
     assert result.exit_code == 0, result.output
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         got = [f[str(k)][...] for k in range(len(kept))]
