@@ -7,9 +7,10 @@ container. The state dicts are read with `torch.load(weights_only=True)`, which 
 code from the file.
 
 The model is this package's biLM in its dictionary variant (`char_vocabulary="dictionary"`,
-word embeddings, `forget_bias=0`). Loading maps EFML's layout onto it exactly: gate blocks
-(i, f, g, o) become (i, g, f, o); a highway gate g that keeps the input becomes this model's
-carry gate 1 - g = sigmoid(-z) by negating its rows; clips of 0 (off) become None.
+word embeddings, `forget_bias=0`). Loading maps EFML's layout onto it, the same maths (results
+agree to float32 rounding): gate blocks (i, f, g, o) become (i, g, f, o); a highway gate g
+that keeps the input becomes this model's carry gate 1 - g = sigmoid(-z) by negating its
+rows; clips of 0 (off) become None.
 
 EFML's `Embedder` is stateful and shuffles its batches with Python's unseeded `random`;
 `efml_batch_order` and `replay_stateful` reproduce a run of it exactly when the seed is known.
