@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from ..errors import ElmoError, Errors
-from .chars import CharIds
 from .files import atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
 from .windows import windows
@@ -76,7 +75,7 @@ class Embedder:
         self.context = window // 4 if context is None else context
         self.max_batch_tokens = max(max_batch_tokens, window + 2 * self.context)
         self.chunk_tokens = chunk_tokens
-        self.char_ids = CharIds(bilm.options.max_characters_per_token)
+        self.char_ids = bilm.token_ids()
         self.stateful = StatefulBiLM(bilm) if stateful else None
 
     @property

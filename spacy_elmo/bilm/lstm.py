@@ -4,7 +4,8 @@ Both directions run together: every parameter holds the forward and the backward
 direction stacked on its first axis. The input projections of all timesteps are one matmul;
 rows are processed longest-first so that each timestep touches only the rows still running.
 Gates are in TensorFlow's order (i, j, f, o); `bias` is TensorFlow's `B`, and the constant
-forget bias of 1.0 (which bilm-tf does not store) is added at run time.
+forget bias of 1.0 (which bilm-tf does not store) is added at run time (`forget_bias` in the
+options: 0.0 for models that store the whole bias, as ELMoForManyLangs does).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ProjectedLSTMLayer(nn.Module):
         # False runs autograd through `_step`, the reference
         self.fused_backward = True
         forget = torch.zeros(4 * H)
-        forget[2 * H : 3 * H] = 1.0
+        forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
         self.reset_parameters()
 

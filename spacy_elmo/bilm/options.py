@@ -13,6 +13,7 @@ from ..errors import ElmoError, Errors, Warnings
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+VOCABULARIES = ("bytes", "dictionary")
 PUBLISHED_FILTERS: List[Tuple[int, int]] = [
     (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
 ]
@@ -34,6 +35,13 @@ class BiLMOptions:
     activation: str = "relu"
     max_characters_per_token: int = 50
     n_characters: int = 262
+    # Variant of ELMoForManyLangs models: characters from a dictionary (n_characters rows,
+    # row 0 unused), a word embedding beside the char CNN (n_words rows, row 0 unused), and
+    # an LSTM without TensorFlow's constant forget-gate bias.
+    char_vocabulary: str = "bytes"
+    word_dim: int = 0
+    n_words: int = 0
+    forget_bias: float = 1.0
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -57,8 +65,18 @@ class BiLMOptions:
               "char_cnn.max_characters_per_token",
               f"an integer >= 3 and >= the widest filter ({max_width})",
               self.max_characters_per_token)
-        if self.n_characters not in (261, 262):
+        check(self.char_vocabulary in VOCABULARIES, "char_cnn.vocabulary",
+              f"one of {VOCABULARIES}", self.char_vocabulary)
+        if self.char_vocabulary == "bytes" and self.n_characters not in (261, 262):
             raise ElmoError(Errors.E006.format(value=self.n_characters))
+        dictionary = self.char_vocabulary == "dictionary"
+        check(not dictionary or (isinstance(self.n_characters, int) and self.n_characters > 1),
+              "char_cnn.n_characters", "an integer > 1", self.n_characters)
+        check(isinstance(self.word_dim, int) and self.word_dim >= 0 and (
+            dictionary or self.word_dim == 0), "word_embedding.dim",
+              "an integer >= 0 (> 0 only with a dictionary vocabulary)", self.word_dim)
+        check(self.word_dim == 0 or (isinstance(self.n_words, int) and self.n_words > 1),
+              "word_embedding.n_words", "an integer > 1", self.n_words)
         check(self.cell_clip is None or self.cell_clip > 0, "lstm.cell_clip",
               "a positive number", self.cell_clip)
         check(self.proj_clip is None or self.proj_clip > 0, "lstm.proj_clip",
@@ -79,7 +97,8 @@ class BiLMOptions:
         return self.n_layers + 1
 
     def to_json_dict(self) -> Dict[str, Any]:
-        """The bilm-tf `options.json` layout (n_characters always 262)."""
+        """The bilm-tf `options.json` layout (n_characters 262 for byte characters); the
+        dictionary variant's keys are written only when they differ from bilm-tf's."""
         data: Dict[str, Any] = dict(self.extra)
         data["lstm"] = {
             "dim": self.lstm_dim,
@@ -94,9 +113,15 @@ class BiLMOptions:
             "embedding": {"dim": self.char_embed_dim},
             "filters": [list(f) for f in self.filters],
             "max_characters_per_token": self.max_characters_per_token,
-            "n_characters": 262,
+            "n_characters": 262 if self.char_vocabulary == "bytes" else self.n_characters,
             "n_highway": self.n_highway,
         }
+        if self.char_vocabulary != "bytes":
+            data["char_cnn"]["vocabulary"] = self.char_vocabulary
+        if self.word_dim:
+            data["word_embedding"] = {"dim": self.word_dim, "n_words": self.n_words}
+        if self.forget_bias != 1.0:
+            data["lstm"]["forget_bias"] = self.forget_bias
         return data
 
     @classmethod
@@ -110,13 +135,17 @@ class BiLMOptions:
             return sec[key]
 
         n_characters = get("char_cnn", "n_characters", 262)
-        if n_characters == 261:
+        vocabulary = get("char_cnn", "vocabulary", "bytes")
+        words = data.get("word_embedding")
+        words = words if isinstance(words, dict) else {}
+        if vocabulary == "bytes" and n_characters == 261:
             warnings.warn(Warnings.W001, stacklevel=2)
             n_characters = 262
         embedding = get("char_cnn", "embedding")
         if not isinstance(embedding, dict) or "dim" not in embedding:
             raise ElmoError(Errors.E005.format(path=source, key="char_cnn.embedding.dim"))
-        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
+        extra = {k: v for k, v in data.items()
+                 if k not in ("lstm", "char_cnn", "word_embedding")}
         return cls(
             lstm_dim=get("lstm", "dim"),
             projection_dim=get("lstm", "projection_dim"),
@@ -130,6 +159,10 @@ class BiLMOptions:
             activation=get("char_cnn", "activation", "relu"),
             max_characters_per_token=get("char_cnn", "max_characters_per_token", 50),
             n_characters=n_characters,
+            char_vocabulary=vocabulary,
+            word_dim=words.get("dim", 0),
+            n_words=words.get("n_words", 0),
+            forget_bias=get("lstm", "forget_bias", 1.0),
             extra=extra,
         )
 

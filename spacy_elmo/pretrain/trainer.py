@@ -117,6 +117,8 @@ def make_bilm(config: PretrainConfig) -> BiLM:
     if config.init_weights is None:
         return BiLM(config.bilm_options())
     bilm = load_bilm(config.init_weights, config.init_options).train()
+    if bilm.dictionary is not None:
+        raise ElmoError(Errors.E042.format(path=config.init_weights))
     found = bilm.options
     for key, given in config.options.items():
         value = getattr(found, key, None)
