@@ -357,7 +357,8 @@ class Trainer:
                 if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
                                                       or last):
                     dev, dev_step = self.evaluate(), self.step
-                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
+                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
+                              "elapsed_s": self.elapsed, **dev})
                     self.plot()
                 if (config.snapshot_every and self.ctx.is_main
                         and self.step % config.snapshot_every == 0):
