@@ -103,8 +103,8 @@ def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
         "recipe": name, "why": RECIPES[name][1], "steps": train[-1]["step"],
         "tokens": train[-1]["tokens"], "minutes": train[-1]["elapsed_s"] / 60,
         "tokens_per_s": train[-1]["tokens"] / max(train[-1]["elapsed_s"], 1e-9),
-        "dev_ppl": dev[-1]["dev_ppl"], "curve": [(r.get("elapsed_s", 0.0) / 60, r["dev_ppl"])
-                                                 for r in dev]}
+        "dev_ppl": dev[-1]["dev_ppl"], "load": os.getloadavg()[0],
+        "curve": [(r.get("elapsed_s", 0.0) / 60, r["dev_ppl"]) for r in dev]}
     if wic_dir is not None:
         wic_json = run / "wic.json"
         if not wic_json.exists():
@@ -144,14 +144,16 @@ def report(rows: List[Dict[str, Any]], args: argparse.Namespace, command: str) -
              f"with the changes listed, {args.minutes:g} minutes of training steps, 2 threads, "
              "one run at a time, the same 50k softmax vocabulary, dev = the first 30,000 "
              "tokens of enwiki_core.valid (full softmax). WiC: dev accuracy of the layer "
-             "chosen on train.", "",
-             "| recipe | changes | steps | tokens | tokens/s | dev perplexity | WiC dev |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "chosen on train. 'load after': the 1-minute load average when the run ended "
+             "(2 cores; above 2 means other work shared them).", "",
+             "| recipe | changes | steps | tokens | tokens/s | dev perplexity | WiC dev | "
+             "load after |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: r["dev_ppl"]):
         changes = json.dumps(RECIPES[r["recipe"]][0]) or "-"
         wic = f"{r['wic_dev']:.1f} (layer {r['wic_layer']})" if "wic_dev" in r else "-"
         lines.append(f"| {r['recipe']} | `{changes}` | {r['steps']:,} | {r['tokens']:,} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['dev_ppl']:.1f} | {wic} |")
+                     f"{r['tokens_per_s']:,.0f} | {r['dev_ppl']:.1f} | {wic} | "
+                     f"{r['load']:.1f} |")
     lines += ["", "![dev perplexity against minutes](pretrain_recipe.png)", ""]
     return "\n".join(lines)
 
