@@ -1,16 +1,18 @@
 """Which pretraining recipe learns most per CPU-hour? Equal time budgets, one after another.
 
-    python benchmarks/pretrain_recipe.py DATA_DIR --minutes 10 [--wic WIC_DIR]
+    python benchmarks/pretrain_recipe.py DATA_DIR --cpu-minutes 16 [--wic WIC_DIR]
         [--recipes bilm-tf,adam-1e-3,...] [--runs runs/recipe]
         [--out benchmarks/results/pretrain_recipe.md]
 
 Every recipe starts from `configs/pretrain_lm_en.json` (the bundled biLM's shape and
 recipe) with a few settings changed, reads DATA_DIR/lm_en, shares one softmax vocabulary
-(so dev perplexities compare), and trains for the same number of minutes of training steps
-(`--max-minutes`; dev evaluations are not counted), 2 threads, never two at once. At the end:
+(so dev perplexities compare), and trains for the same CPU time of training steps
+(`--max-cpu-minutes`: process CPU time, both threads, so that other work on a shared machine
+does not shorten one recipe's budget; dev evaluations are not counted), 2 threads, never two
+at once. At the end:
 full-softmax dev perplexity and, with --wic, the WiC probe's dev accuracy (layer chosen on
 train). Rerunning skips finished recipes and resumes an interrupted one (and, with a larger
---minutes, continues finished ones), so the study continues across sessions. Writes a
+--cpu-minutes, continues finished ones), so the study continues across sessions. Writes a
 table and a figure (dev perplexity against minutes, one line per recipe).
 """
 
@@ -45,7 +47,7 @@ RECIPES: Dict[str, Any] = {
 }
 
 
-def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, minutes: float
+def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, cpu_minutes: float
                   ) -> Dict[str, Any]:
     base = json.loads(BASE.read_text(encoding="utf-8"))
     changes, _ = RECIPES[name]
@@ -55,7 +57,7 @@ def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, minutes: f
         "train": [str(data_dir / "lm_en" / "enwiki_core.train.*.txt.xz")],
         "dev": [str(data_dir / "lm_en" / "enwiki_core.valid.txt.xz")],
         "output": str(runs / name), "vocab": str(vocab), "max_steps": 10_000_000,
-        "max_minutes": minutes, "eval_every": 250, "threads": 2, "shuffle_buffer": 10_000,
+        "max_cpu_minutes": cpu_minutes, "eval_every": 250, "threads": 2, "shuffle_buffer": 10_000,
         "checkpoint_every": 1000, "checkpoint_minutes": 5, "snapshot_every": None,
     })
     return config
@@ -82,10 +84,10 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
     run = Path(config["output"])
     metrics = run / "metrics.jsonl"
     if (run / "model" / "weights.hdf5").exists() and metrics.exists():
-        spent = max((json.loads(line).get("elapsed_s", 0.0) for line in
+        spent = max((json.loads(line).get("cpu_s", 0.0) for line in
                      metrics.read_text(encoding="utf-8").splitlines() if line), default=0.0)
-        if spent >= 60 * config["max_minutes"]:
-            return  # finished earlier (a larger --minutes continues it)
+        if spent >= 60 * config["max_cpu_minutes"]:
+            return  # finished earlier (a larger --cpu-minutes continues it)
     run.mkdir(parents=True, exist_ok=True)
     config_path = run.parent / f"{name}.json"
     config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -103,8 +105,9 @@ def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
         "recipe": name, "why": RECIPES[name][1], "steps": train[-1]["step"],
         "tokens": train[-1]["tokens"], "minutes": train[-1]["elapsed_s"] / 60,
         "tokens_per_s": train[-1]["tokens"] / max(train[-1]["elapsed_s"], 1e-9),
+        "tokens_per_cpu_s": train[-1]["tokens"] / max(train[-1]["cpu_s"], 1e-9),
         "dev_ppl": dev[-1]["dev_ppl"], "load": os.getloadavg()[0],
-        "curve": [(r.get("elapsed_s", 0.0) / 60, r["dev_ppl"]) for r in dev]}
+        "curve": [(r.get("cpu_s", 0.0) / 60, r["dev_ppl"]) for r in dev]}
     if wic_dir is not None:
         wic_json = run / "wic.json"
         if not wic_json.exists():
@@ -130,8 +133,9 @@ def plot(rows: List[Dict[str, Any]], png: Path) -> None:
     for row in rows:
         points = [p for p in row["curve"] if p[0] > 0]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=row["recipe"])
-    ax.set(xlabel="minutes of training steps (2 threads)", ylabel="dev perplexity (lm_en)",
-           yscale="log", title="Pretraining recipes at equal time")
+    ax.set(xlabel="CPU minutes of training steps (2 threads)",
+           ylabel="dev perplexity (lm_en)", yscale="log",
+           title="Pretraining recipes at equal CPU time")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
@@ -139,22 +143,25 @@ def plot(rows: List[Dict[str, Any]], png: Path) -> None:
 
 
 def report(rows: List[Dict[str, Any]], args: argparse.Namespace, command: str) -> str:
-    lines = ["# Pretraining recipes at equal time", "", f"Command: `{command}`", "",
+    lines = ["# Pretraining recipes at equal CPU time", "", f"Command: `{command}`", "",
              f"{datetime.date.today().isoformat()}. Each recipe: configs/pretrain_lm_en.json "
-             f"with the changes listed, {args.minutes:g} minutes of training steps, 2 threads, "
+             f"with the changes listed, {args.cpu_minutes:g} CPU minutes of training steps "
+             "(process CPU time, both threads), 2 threads, "
              "one run at a time, the same 50k softmax vocabulary, dev = the first 30,000 "
              "tokens of enwiki_core.valid (full softmax). WiC: dev accuracy of the layer "
              "chosen on train. 'load after': the 1-minute load average when the run ended "
              "(2 cores; above 2 means other work shared them).", "",
-             "| recipe | changes | steps | tokens | tokens/s | dev perplexity | WiC dev | "
-             "load after |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| recipe | changes | steps | tokens | tokens per CPU-s | tokens/s (wall) | "
+             "dev perplexity | WiC dev | load after |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: r["dev_ppl"]):
         changes = json.dumps(RECIPES[r["recipe"]][0]) or "-"
         wic = f"{r['wic_dev']:.1f} (layer {r['wic_layer']})" if "wic_dev" in r else "-"
         lines.append(f"| {r['recipe']} | `{changes}` | {r['steps']:,} | {r['tokens']:,} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['dev_ppl']:.1f} | {wic} | "
+                     f"{r['tokens_per_cpu_s']:,.0f} | {r['tokens_per_s']:,.0f} | "
+                     f"{r['dev_ppl']:.1f} | {wic} | "
                      f"{r['load']:.1f} |")
-    lines += ["", "![dev perplexity against minutes](pretrain_recipe.png)", ""]
+    lines += ["", "![dev perplexity against CPU minutes](pretrain_recipe.png)", ""]
     return "\n".join(lines)
 
 
@@ -162,7 +169,7 @@ def main(argv: List[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_dir", type=Path)
-    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--cpu-minutes", type=float, default=16.0)
     parser.add_argument("--wic", type=Path, default=None)
     parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--runs", type=Path, default=Path("runs/recipe"))
@@ -176,7 +183,8 @@ def main(argv: List[str]) -> None:
     vocab = make_vocab(args.data_dir, args.runs)
     rows = []
     for name in names:
-        run_recipe(name, recipe_config(name, args.data_dir, args.runs, vocab, args.minutes))
+        run_recipe(name, recipe_config(name, args.data_dir, args.runs, vocab,
+                                       args.cpu_minutes))
         rows.append(summary(name, args.runs / name, args.wic))
         text = report(rows, args, "python benchmarks/pretrain_recipe.py " + " ".join(argv))
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,10 @@ def pretrain_cli(
         None, "--max-minutes",
         help="Also stop (evaluate, checkpoint, export) after this many minutes of training "
              "steps, summed over resumes: runs of equal time budget"),
+    max_cpu_minutes: Optional[float] = typer.Option(
+        None, "--max-cpu-minutes",
+        help="The same for the process's CPU time (all threads): equal compute budgets on a "
+             "machine shared with other work"),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Dev eval interval"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
                                                    help="Checkpoint interval in steps"),
@@ -91,6 +95,7 @@ def pretrain_cli(
              "shuffle_buffer": shuffle_buffer, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
              "lr_schedule": lr_schedule, "max_steps": max_steps, "max_minutes": max_minutes,
+             "max_cpu_minutes": max_cpu_minutes,
              "eval_every": eval_every,
              "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
              "snapshot_every": snapshot_every,

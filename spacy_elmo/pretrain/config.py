@@ -53,6 +53,7 @@ class PretrainConfig:
     sum_over_steps: bool = True
     max_steps: int = 10_000
     max_minutes: Optional[float] = None
+    max_cpu_minutes: Optional[float] = None
     eval_every: int = 500
     dev_max_tokens: Optional[int] = 100_000
     log_every: int = 10
@@ -80,9 +81,11 @@ class PretrainConfig:
               "snapshot_every", "a positive integer or null")
         check(isinstance(self.shuffle_buffer, int) and self.shuffle_buffer >= 0,
               "shuffle_buffer", "a non-negative integer (0: sentences in file order)")
-        check(self.max_minutes is None or (isinstance(self.max_minutes, (int, float))
-                                           and self.max_minutes > 0),
-              "max_minutes", "a positive number of minutes or null")
+        for key in ("max_minutes", "max_cpu_minutes"):
+            value = getattr(self, key)
+            check(value is None or (isinstance(value, (int, float))
+                                    and not isinstance(value, bool) and value > 0),
+                  key, "a positive number of minutes or null")
         check(0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
         check(self.lr > 0, "lr", "positive")
         check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}")

@@ -206,11 +206,13 @@ class Trainer:
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
+        self.cpu_elapsed = 0.0  # process CPU time (all threads) of the training steps
         source_state, buffers, state = None, None, None
         if saved is not None:
             self.optimizer.load_state_dict(saved["optimizer"])
             self.step, self.tokens = saved["step"], saved["tokens"]
             self.elapsed = saved["elapsed"]
+            self.cpu_elapsed = saved.get("cpu_elapsed", 0.0)
             mine = saved["ranks"][ctx.rank]
             source_state = SourceState(**mine["source"])
             buffers = [RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]]
@@ -292,6 +294,7 @@ class Trainer:
         if self.ctx.is_main:
             save_checkpoint(self.out / CHECKPOINT_NAME, {
                 "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                "cpu_elapsed": self.cpu_elapsed,
                 "world_size": self.ctx.world_size, "frozen": self.frozen,
                 "options": self.options, "vocab": self.vocab.words,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -320,10 +323,14 @@ class Trainer:
                 self._plot_warned = True
 
     def out_of_time(self) -> bool:
-        """Whether the run has spent `max_minutes` of training time (on any process)."""
-        minutes = self.config.max_minutes
-        spent = minutes is not None and self.elapsed >= 60 * minutes
-        return ddp.any_flag(self.ctx, spent)[0] if minutes is not None else False
+        """Whether the run has spent `max_minutes` of training time or `max_cpu_minutes` of
+        its CPU time (on any process)."""
+        wall, cpu = self.config.max_minutes, self.config.max_cpu_minutes
+        if wall is None and cpu is None:
+            return False
+        spent = ((wall is not None and self.elapsed >= 60 * wall)
+                 or (cpu is not None and self.cpu_elapsed >= 60 * cpu))
+        return ddp.any_flag(self.ctx, spent)[0]
 
     def run(self) -> TrainResult:
         config = self.config
@@ -337,9 +344,10 @@ class Trainer:
         with StopSignal() as stop:
             last = self.step >= config.max_steps or self.out_of_time()
             while not last:
-                t0 = time.monotonic()
+                t0, cpu0 = time.monotonic(), time.process_time()
                 losses.append(self.train_step())
                 self.elapsed += time.monotonic() - t0
+                self.cpu_elapsed += time.process_time() - cpu0
                 interval_time += time.monotonic() - t0
                 bar.update(1)
                 last = self.step >= config.max_steps or self.out_of_time()
@@ -349,7 +357,8 @@ class Trainer:
                     self.log({"type": "train", "step": self.step, "tokens": self.tokens,
                               "loss": loss, "ppl": math.exp(min(loss, 50.0)),
                               "lr": self.optimizer.param_groups[0]["lr"],
-                              "tokens_per_s": speed, "elapsed_s": self.elapsed})
+                              "tokens_per_s": speed, "elapsed_s": self.elapsed,
+                              "cpu_s": self.cpu_elapsed})
                     bar.set_postfix({"tok/s": f"{speed:.0f}", "loss": f"{loss:.3f}",
                                      "ppl": f"{math.exp(min(loss, 50.0)):.1f}",
                                      **({"dev_ppl": f"{dev['dev_ppl']:.1f}"} if dev else {})})
@@ -358,7 +367,7 @@ class Trainer:
                                                       or last):
                     dev, dev_step = self.evaluate(), self.step
                     self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
-                              "elapsed_s": self.elapsed, **dev})
+                              "elapsed_s": self.elapsed, "cpu_s": self.cpu_elapsed, **dev})
                     self.plot()
                 if (config.snapshot_every and self.ctx.is_main
                         and self.step % config.snapshot_every == 0):

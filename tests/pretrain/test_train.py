@@ -118,11 +118,12 @@ def test_snapshots_hold_each_exported_model_with_its_dev_perplexity(tmp_path):
         assert torch.equal(final(ids).layers, b)
 
 
-def test_time_budget_stops_evaluates_and_exports(tmp_path):
-    """`max_minutes`: a run ends like one that reached max_steps (dev eval, checkpoint,
-    export) once its training steps have taken that long, and a resume with a larger budget
-    continues it."""
-    config = tiny_config(tmp_path, max_steps=10_000, max_minutes=1e-6, eval_every=1000)
+@pytest.mark.parametrize("budget", ["max_minutes", "max_cpu_minutes"])
+def test_time_budget_stops_evaluates_and_exports(tmp_path, budget):
+    """`max_minutes` (wall) and `max_cpu_minutes`: a run ends like one that reached
+    max_steps (dev eval, checkpoint, export) once its training steps have taken that long,
+    and a resume with a larger budget continues it."""
+    config = tiny_config(tmp_path, max_steps=10_000, eval_every=1000, **{budget: 1e-6})
     result = train(config, progress=False)
     assert not result.stopped and result.step == 1
     assert (tmp_path / "run" / "model" / "weights.hdf5").exists()
@@ -131,5 +132,6 @@ def test_time_budget_stops_evaluates_and_exports(tmp_path):
     assert [r["step"] for r in records if r["type"] == "dev"] == [1]
     more = train(tiny_config(tmp_path, max_steps=3), resume=True, progress=False)
     assert more.step == 3
-    with pytest.raises(ElmoError, match="max_minutes"):
-        tiny_config(tmp_path, max_minutes=0)
+    assert load_checkpoint(tmp_path / "run")["cpu_elapsed"] > 0
+    with pytest.raises(ElmoError, match=budget):
+        tiny_config(tmp_path, **{budget: 0})
