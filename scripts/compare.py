@@ -9,7 +9,7 @@ by each ELMo task: which biLM layer it leans on).
 
 Metrics are named `<dataset>_<model>[_s<seed>].<split>.json` (`scripts/evaluate_all.py`); a
 run without a seed suffix is seed 0. A cell with several seeds shows the mean test score,
-each seed's test score in seed order and the mean dev score: `81.6 (81.2 / 82.0; dev 88.1)`;
+each seed's test score in seed order and the mean dev score: `80.5 (80.0 / 81.0; dev 90.5)`;
 its difference is between means.
 """
 
