@@ -1,29 +1,44 @@
-"""Pretraining throughput on CPU: tokens/s, achieved FLOP/s as a fraction of a matmul
-measured in the same run, and where a training step's time goes.
+"""Pretraining throughput on CPU, every training path side by side in one run: tokens/s of
+the reference path (autograd LSTM backward, torch's default Adagrad step: the code before the
+fast paths) and of the fast paths, with 1 and 2 threads and two batch sizes, as ratios and as
+a fraction of the matmul rate measured in the same run; and where the fast step's time goes.
 
-    python benchmarks/bench_pretrain.py --threads 2 --out benchmarks/results/pretrain.md
+    python benchmarks/bench_pretrain.py --out benchmarks/results/pretrain.md
 
-Batches are synthetic (Zipf-distributed random words, so the number of distinct tokens per
-window is realistic) and go through the real `BatchMaker`, `BiLanguageModel` and Adagrad.
-FLOPs are counted analytically (multiply-adds x 2; backward = 2 x forward).
+Shapes: `bundled` (configs/pretrain_lm_en.json: the bundled biLM's shape and negatives) and
+the presets. bf16 runs only on CPUs with AVX512-BF16 or AMX (elsewhere it is emulated, and
+the bf16 matmul rate in the report shows how slow). Batches are synthetic (Zipf-distributed
+random words, so the number of distinct tokens per window is realistic) and go through the
+real `BatchMaker` and `BiLanguageModel`. FLOPs are counted analytically (multiply-adds x 2;
+backward = 2 x forward).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
+import platform
 import random
 import string
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see README)
 
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
+from spacy_elmo.pretrain.precision import autocast, native_bf16
 from spacy_elmo.pretrain.vocab import Vocab
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -44,8 +59,9 @@ def best_times(fns: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, 
     return best
 
 
-def matmul_rate(n: int = 1024, repeats: int = 10) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_rate(n: int = 1024, repeats: int = 10, dtype: torch.dtype = torch.float32
+                ) -> float:
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     return 2 * n**3 / best_time(lambda: a @ b, repeats)
 
 
@@ -99,7 +115,8 @@ def part_fns(model: BiLanguageModel, batch: LMBatch) -> Dict[str, Callable[[], o
         model.softmax.sampled_nll(hidden, targets, n_negatives=model.n_negatives).sum()\
             .backward()
 
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0)
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0,
+                                    fused=True)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
 
@@ -110,87 +127,208 @@ def part_fns(model: BiLanguageModel, batch: LMBatch) -> Dict[str, Callable[[], o
     return {"char CNN": cnn, "LSTM": lstm, "softmax": softmax, "optimizer": step}
 
 
-def bench(name: str, *, rows: int, window: int, n_vocab: int, n_negatives: int,
-          repeats: int) -> Dict[str, object]:
-    torch.manual_seed(0)
+@dataclass(frozen=True)
+class StepPath:
+    """One way of running a training step."""
+
+    name: str
+    lstm_backward: str  # "autograd" (the reference) or "fused"
+    fused_optimizer: bool
+    precision: str  # "fp32" or "bf16"
+
+
+PATHS = {
+    "reference": StepPath("reference (autograd LSTM, default Adagrad)", "autograd", False, "fp32"),
+    "fast": StepPath("fast (fused LSTM backward, fused Adagrad)", "fused", True, "fp32"),
+    "fast-bf16": StepPath("fast + bf16 autocast", "fused", True, "bf16"),
+}
+
+
+def shape_options(shape: str) -> Tuple[BiLMOptions, int]:
+    """The model of a shape name and its configured negatives: a preset, or 'bundled' (the
+    shape and negatives of configs/pretrain_lm_en.json, the bundled biLM's run)."""
+    if shape != "bundled":
+        return preset(shape), 8192
+    config = json.loads((ROOT / "configs" / "pretrain_lm_en.json").read_text())
+    changes = dict(config["options"])
+    changes["filters"] = tuple(tuple(f) for f in changes["filters"])
+    return preset(config["preset"], **changes), int(config["n_negatives"])
+
+
+def make_vocab(n_vocab: int) -> Vocab:
     rng = random.Random(1)
     words = {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 10)))
              for _ in range(2 * n_vocab)}
-    vocab = Vocab(sorted(words)[: n_vocab - 3])
-    options = preset(name)
+    return Vocab(sorted(words)[: n_vocab - 3])
+
+
+def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, window: int,
+            n_negatives: int, threads: int) -> Tuple[Callable[[], object], LMBatch,
+                                                     BiLanguageModel]:
+    """A training step (forward, backward, clip, optimizer) of a fresh model on one path."""
+    torch.manual_seed(0)
     model = BiLanguageModel(BiLM(options), len(vocab), n_negatives=n_negatives).train()
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0)
+    model.bilm.lstm.set_fused_backward(path.lstm_backward == "fused")
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0,
+                                    fused=path.fused_optimizer or None)
     batch = synthetic_batch(vocab, options, rows, window)
 
     def train_step() -> None:
-        out = model(batch)
+        torch.set_num_threads(threads)
+        with autocast(torch.device("cpu"), path.precision):
+            out = model(batch)
         optimizer.zero_grad(set_to_none=True)
-        out.mean_loss.backward()
+        (out.mean_loss * window).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
         optimizer.step()
 
-    parts = best_times({"step": train_step, **part_fns(model, batch)}, repeats)
-    step = parts.pop("step")
-    counted = flops(options, batch, n_negatives)
-    return {"name": name, "rows": rows, "window": window, "unique": batch.chars.shape[0],
-            "step": step, "tokens_per_s": rows * window / step, "parts": parts,
-            "flops": counted, "flop_rate": sum(counted.values()) / step}
+    return train_step, batch, model
 
 
-def report(results: List[Dict[str, object]], rate: float, args: argparse.Namespace) -> str:
+def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str, float]]:
+    """Every (shape, path, threads, rows) case timed round-robin in one process."""
+    vocab = make_vocab(args.vocab)
+    paths = [p for p in args.paths.split(",")]
+    if "fast-bf16" in paths and not native_bf16(torch.device("cpu")) and not args.force_bf16:
+        paths.remove("fast-bf16")  # emulated: minutes per step; the matmul rates say why
+    cases: Dict[str, Callable[[], object]] = {}
+    meta: Dict[str, Dict[str, object]] = {}
+    for shape in args.shapes.split(","):
+        options, negatives = shape_options(shape)
+        negatives = args.negatives or negatives
+        for path in paths:
+            for threads in [int(t) for t in args.threads.split(",")]:
+                for rows in [int(r) for r in args.rows.split(",")]:
+                    if path != "fast" and rows != int(args.rows.split(",")[0]):
+                        continue  # other row counts only for the fast path
+                    key = f"{shape}|{path}|{threads}|{rows}"
+                    fn, batch, model = step_fn(PATHS[path], options, vocab, rows=rows,
+                                               window=args.window, n_negatives=negatives,
+                                               threads=threads)
+                    cases[key] = fn
+                    meta[key] = {"shape": shape, "path": path, "threads": threads,
+                                 "rows": rows, "tokens": rows * args.window,
+                                 "flops": sum(flops(options, batch, negatives).values()),
+                                 "negatives": negatives, "unique": batch.chars.shape[0]}
+                    if path == "fast" and threads == max(int(t) for t in
+                                                         args.threads.split(",")):
+                        meta[key]["parts"] = part_fns(model, batch)
+    rates = {f"fp32 {t} thread(s)": 0.0 for t in args.threads.split(",")}
+    rates["bf16 2 thread(s)"] = 0.0
+
+    def measure_rates() -> None:
+        for t in args.threads.split(","):
+            torch.set_num_threads(int(t))
+            key = f"fp32 {t} thread(s)"
+            rates[key] = max(rates[key], matmul_rate(args.matmul_n))
+        torch.set_num_threads(2)
+        rates["bf16 2 thread(s)"] = max(rates["bf16 2 thread(s)"],
+                                        matmul_rate(256, 3, torch.bfloat16))
+
+    measure_rates()
+    best = best_times(cases, args.repeats)
+    measure_rates()  # again after: the machine may be shared
+    results = []
+    for key, seconds in best.items():
+        m = meta[key]
+        row: Dict[str, object] = {**m, "step": seconds,
+                                  "tokens_per_s": float(m["tokens"]) / seconds,  # type: ignore
+                                  "flop_rate": float(m["flops"]) / seconds}  # type: ignore
+        if "parts" in m:
+            torch.set_num_threads(int(m["threads"]))  # type: ignore[call-overload]
+            row["parts"] = best_times(m["parts"], args.repeats)  # type: ignore[arg-type]
+        results.append(row)
+    return results, rates
+
+
+def report(results: List[Dict[str, object]], rates: Dict[str, float],
+           args: argparse.Namespace, command: str) -> str:
+    flags = sorted({"avx2", "avx512f", "avx512_bf16", "amx_bf16"} & cpu_flags())
     lines = [
-        "# Pretraining throughput (CPU)", "",
-        f"Command: `python benchmarks/bench_pretrain.py --threads {args.threads} "
-        f"--rows {args.rows} --window {args.window} --vocab {args.vocab} "
-        f"--negatives {args.negatives} --out {args.out}`", "",
-        f"torch {torch.__version__}, {args.threads} thread(s); fp32 matmul "
-        f"({args.matmul_n}^3) measured in the same run: **{rate / 1e9:.1f} GFLOP/s**. "
-        "Best of several repeats per figure (the machine is shared).", "",
-        "| preset | batch | distinct tokens | step (s) | tokens/s | achieved GFLOP/s | "
-        "fraction of matmul |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "# Pretraining throughput (CPU), every path side by side in one run", "",
+        f"Command: `{command}`", "",
+        f"{datetime.date.today().isoformat()}; CPU: {cpu_model()} (flags: "
+        f"{', '.join(flags) or 'none of avx2/avx512/bf16'}); torch {torch.__version__}; "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}. Best of {args.repeats} "
+        "round-robin repeats per figure. Matmul rates measured in the same run (before and "
+        "after, the higher kept): " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s"
+                                                for k, v in rates.items()) + ".", "",
+        "| shape | path | threads | batch | step (s) | tokens/s | vs reference, same threads "
+        "| vs reference, 1 thread | GFLOP/s | of matmul (same threads) |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    ref = {(r["shape"], r["threads"]): r["tokens_per_s"] for r in results
+           if r["path"] == "reference"}
     for r in results:
-        lines.append(f"| {r['name']} | {r['rows']}x{r['window']} | {r['unique']} | "
-                     f"{r['step']:.3f} | {r['tokens_per_s']:.0f} | "
-                     f"{r['flop_rate'] / 1e9:.1f} | {r['flop_rate'] / rate:.0%} |")
-    lines += ["", "## Where the time goes (forward + backward of each part alone)", "",
-              "| preset | part | time (s) | share of the parts | GFLOP | GFLOP/s | "
-              "fraction of matmul |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        same = ref.get((r["shape"], r["threads"]))
+        one = ref.get((r["shape"], 1))
+        rate = rates[f"fp32 {r['threads']} thread(s)"]
+        tps = float(r["tokens_per_s"])  # type: ignore[arg-type]
+        lines.append(
+            f"| {r['shape']} | {PATHS[str(r['path'])].name} | {r['threads']} | "
+            f"{r['rows']}x{args.window} | {r['step']:.3f} | {tps:,.0f} | "
+            f"{f'{tps / float(same):.2f}x' if same else '-'} | "  # type: ignore[arg-type]
+            f"{f'{tps / float(one):.2f}x' if one else '-'} | "  # type: ignore[arg-type]
+            f"{float(r['flop_rate']) / 1e9:.1f} | "  # type: ignore[arg-type]
+            f"{float(r['flop_rate']) / rate:.0%} |")  # type: ignore[arg-type]
+    lines += ["", "## Where the fast path's time goes (forward + backward of each part alone)",
+              "", "| shape | threads | batch | part | time (s) | share of the parts |",
+              "| --- | ---: | --- | --- | ---: | ---: |"]
     for r in results:
-        parts = r["parts"]
-        total = sum(parts.values())  # type: ignore[union-attr]
-        for part, seconds in parts.items():  # type: ignore[union-attr]
-            gflop = r["flops"].get(part, 0.0) / 1e9  # type: ignore[union-attr]
-            speed = f"{gflop / seconds:.1f}" if gflop else "-"
-            frac = f"{gflop * 1e9 / seconds / rate:.0%}" if gflop else "-"
-            lines.append(f"| {r['name']} | {part} | {seconds:.3f} | {seconds / total:.0%} | "
-                         f"{gflop:.2f} | {speed} | {frac} |")
+        if "parts" not in r:
+            continue
+        parts: Dict[str, float] = r["parts"]  # type: ignore[assignment]
+        total = sum(parts.values())
+        for part, seconds in parts.items():
+            lines.append(f"| {r['shape']} | {r['threads']} | {r['rows']}x{args.window} | "
+                         f"{part} | {seconds:.3f} | {seconds / total:.0%} |")
     return "\n".join(lines) + "\n"
 
 
-def main(argv: List[str]) -> None:
+def cpu_flags() -> set:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv: List[str]) -> str:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    parser.add_argument("--rows", default="64,128",
+                        help="rows per batch; the first for every path, the rest fast only")
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--vocab", type=int, default=50_000)
-    parser.add_argument("--negatives", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--negatives", type=int, default=None,
+                        help="default: the shape's own (bundled: its config's; presets: 8192)")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--matmul-n", type=int, default=1024)
-    parser.add_argument("--presets", default="tiny,small")
+    parser.add_argument("--shapes", default="bundled,small")
+    parser.add_argument("--paths", default="reference,fast,fast-bf16")
+    parser.add_argument("--force-bf16", action="store_true",
+                        help="time bf16 even where this CPU only emulates it (very slow)")
     parser.add_argument("--out", default="benchmarks/results/pretrain.md")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    rate = matmul_rate(args.matmul_n)
-    results = [bench(name, rows=args.rows, window=args.window, n_vocab=args.vocab,
-                     n_negatives=args.negatives, repeats=args.repeats)
-               for name in args.presets.split(",")]
-    rate = max(rate, matmul_rate(args.matmul_n))  # again after: the machine is shared
-    text = report(results, rate, args)
+    results, rates = run_all(args)
+    command = "python benchmarks/bench_pretrain.py " + " ".join(argv)
+    text = report(results, rates, args, command.strip())
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, encoding="utf-8")
     print(text)
+    return text
 
 
 if __name__ == "__main__":

@@ -6,13 +6,19 @@ Writes OUTPUT_DIR/results.md (models down, tasks across: test and dev scores of 
 and the test difference to the CNN baseline; NER: entity F1, textcat: accuracy),
 OUTPUT_DIR/layer_weights.md and OUTPUT_DIR/layer_weights.png (softmax(w) and gamma learned
 by each ELMo task: which biLM layer it leans on).
+
+Metrics are named `<dataset>_<model>[_s<seed>].<split>.json` (`scripts/evaluate_all.py`); a
+run without a seed suffix is seed 0. A cell with several seeds shows the mean test score,
+each seed's test score in seed order and the mean dev score: `80.5 (80.0 / 81.0; dev 90.5)`;
+its difference is between means.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import spacy
@@ -26,7 +32,12 @@ NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
 ENGLISH = ["ner", "wnut", "sst5", "trec"]
 CHINESE = ["msra", "weibo", "resume", "thucnews", "thucnewsjieba"]
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
-          "elmo": "ELMo listener", "elmo_concat": "[spaCy features ; ELMo]"}
+          "cnnw2vsame": "CNN + word2vec (same text)", "cnnw2vall": "CNN + word2vec (all lm_en)",
+          "cnnw2v": "CNN + word2vec", "elmo": "ELMo listener",
+          "elmo_concat": "[spaCy features ; ELMo]",
+          "elmo_concat_w2v": "[word2vec + features ; ELMo]"}
+SEED_SUFFIX = re.compile(r"^(?P<model>.+)_s(?P<seed>\d+)$")
+Rows = Dict[Tuple[str, str], Dict[int, Dict[str, float]]]
 
 
 def score(data: dict) -> float:
@@ -54,9 +65,53 @@ def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:
     return mixes
 
 
-def score_table(rows: Dict[Tuple[str, str], Dict[str, float]], datasets: List[str]) -> List[str]:
-    """Models down, tasks across; each cell: test score (dev score), and the test
-    difference to the CNN baseline."""
+def parse_run(run: str) -> Tuple[str, str, int]:
+    """`<dataset>_<model>[_s<seed>]` -> (dataset, model, seed); no suffix is seed 0."""
+    dataset, model = run.split("_", 1)
+    match = SEED_SUFFIX.match(model)
+    if match is None:
+        return dataset, model, 0
+    return dataset, match["model"], int(match["seed"])
+
+
+def collect(metrics: Path) -> Rows:
+    """(dataset, model) -> seed -> split -> score, from METRICS/<run>.<split>.json."""
+    rows: Rows = {}
+    origin: Dict[Tuple[str, str, int, str], str] = {}
+    for path in sorted(metrics.glob("*.*.json")):
+        run, split = path.stem.rsplit(".", 1)
+        dataset, model, seed = parse_run(run)
+        key = (dataset, model, seed, split)
+        if key in origin:
+            raise typer.BadParameter(
+                f"{origin[key]} and {path.name} are both seed {seed} of {dataset}_{model} "
+                f"(a run without a seed suffix is seed 0): remove one")
+        origin[key] = path.name
+        rows.setdefault((dataset, model), {}).setdefault(seed, {})[split] = score(
+            json.loads(path.read_text()))
+    return rows
+
+
+def _mean(runs: Dict[int, Dict[str, float]], split: str) -> Optional[float]:
+    values = [scores[split] for scores in runs.values() if split in scores]
+    return sum(values) / len(values) if values else None
+
+
+def _cell(runs: Dict[int, Dict[str, float]]) -> str:
+    test, dev = _mean(runs, "test"), _mean(runs, "dev")
+    fmt = "-" if test is None else f"{test:.1f}"
+    fmt_dev = "-" if dev is None else f"{dev:.1f}"
+    if len(runs) == 1:
+        return f"{fmt} ({fmt_dev})"
+    per_seed = " / ".join(f"{runs[s]['test']:.1f}" if "test" in runs[s] else "-"
+                          for s in sorted(runs))
+    return f"{fmt} ({per_seed}; dev {fmt_dev})"
+
+
+def score_table(rows: Rows, datasets: List[str]) -> List[str]:
+    """Models down, tasks across; each cell: test score (dev score), or with several seeds
+    the mean test score (each seed's; mean dev score), and the test difference to the CNN
+    baseline (of the means)."""
     present = [d for d in datasets if any(key[0] == d for key in rows)]
     if not present:
         return []
@@ -67,14 +122,15 @@ def score_table(rows: Dict[Tuple[str, str], Dict[str, float]], datasets: List[st
     for model in models:
         cells = []
         for dataset in present:
-            scores = rows.get((dataset, model), {})
-            if "test" not in scores and "dev" not in scores:
+            runs = rows.get((dataset, model), {})
+            if not any("test" in r or "dev" in r for r in runs.values()):
                 cells.append("-")
                 continue
-            cell = f"{scores.get('test', float('nan')):.1f} ({scores.get('dev', float('nan')):.1f})"
-            base = rows.get((dataset, "cnn"), {}).get("test")
-            if model != "cnn" and base is not None and "test" in scores:
-                cell += f" {scores['test'] - base:+.1f}"
+            cell = _cell(runs)
+            test = _mean(runs, "test")
+            base = _mean(rows.get((dataset, "cnn"), {}), "test")
+            if model != "cnn" and base is not None and test is not None:
+                cell += f" {test - base:+.1f}"
             cells.append(cell)
         lines.append(f"| {MODELS.get(model, model)} | " + " | ".join(cells) + " |")
     return lines
@@ -82,13 +138,11 @@ def score_table(rows: Dict[Tuple[str, str], Dict[str, float]], datasets: List[st
 
 def main(metrics: Path, training: Path, output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
-    rows: Dict[Tuple[str, str], Dict[str, float]] = {}
-    for path in sorted(metrics.glob("*.*.json")):  # <run>.<split>.json
-        run, split = path.stem.rsplit(".", 1)
-        dataset, model = run.split("_", 1)
-        rows.setdefault((dataset, model), {})[split] = score(json.loads(path.read_text()))
-    lines = ["Test score (dev score) of the model selected on dev; the signed figure is the "
-             "test difference to the spaCy CNN baseline.", ""]
+    rows = collect(metrics)
+    lines = ["Test score (dev score) of the model selected on dev; with several seeds, the mean "
+             "test score (each seed's test score, in seed order; the mean dev score). The "
+             "signed figure is the test difference to the spaCy CNN baseline (of the means).",
+             ""]
     for title, datasets in (("English", ENGLISH), ("Chinese", CHINESE)):
         table = score_table(rows, datasets)
         if table:

@@ -62,6 +62,43 @@ class Errors:
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
     E028 = ("'{path}' is a file, but a directory is needed here ({what}). Choose a directory "
             "path (it is created if missing).")
+    # ELMoForManyLangs (EFML) model directories (E030-E049)
+    E030 = ("'{path}' is neither a bilm-tf/AllenNLP model directory (options.json + "
+            "weights.hdf5) nor an ELMoForManyLangs one (config.json, char.dic, word.dic, "
+            "token_embedder.pkl, encoder.pkl). Pass a weights.hdf5 file or a directory holding "
+            "one of these sets.")
+    E031 = ("'{path}' has no '{name}' ({what}). An ELMoForManyLangs model directory holds "
+            "config.json, the network config it names, char.dic, word.dic (unless word_dim is "
+            "0), token_embedder.pkl and encoder.pkl: unzip the whole downloaded model into one "
+            "directory.")
+    E032 = ("'{config}' names the network config {name!r}, which is not there (looked for "
+            "{tried}). Copy it from ELMoForManyLangs' configs/ folder into the model "
+            "directory, or pass it as the options ('options' in the component config, "
+            "--options on the command line).")
+    E033 = ("ELMoForManyLangs network config '{path}': '{key}' must be {what}, got {value!r}.")
+    E034 = ("Line {line} of '{path}' is not '<entry> TAB <id>': {text!r}. Use the dictionary "
+            "that came with the model.")
+    E035 = ("The {kind} dictionary ({source}) lacks the required entries {missing}. Use the "
+            "dictionary that came with the model.")
+    E036 = ("The ids in '{path}' must be 0..N-1, one per entry, as the embedding rows are; "
+            "{detail}. Use the dictionary that came with the model.")
+    E037 = ("The biLM options ask for {options}, but the dictionary has {dictionary}. Load "
+            "the model together with the dictionaries it was saved with.")
+    E038 = ("Could not load '{path}' as a PyTorch state dict: {err}. It is read with "
+            "torch.load(weights_only=True), which never runs code from the file; a file that "
+            "needs code, is truncated or is not a PyTorch file fails. Use the file that came "
+            "with the model.")
+    E039 = ("'{path}' is not the {part} state dict of the ELMoForManyLangs model that the "
+            "network config {source} describes: {detail}.")
+    E040 = ("'{name}' in '{path}' has shape {found}, but {source} ask for {expected}. The "
+            "pickles, dictionaries and network config must come from the same model.")
+    E041 = ("This biLM reads dictionary characters (an ELMoForManyLangs model), which the "
+            "bilm-tf/AllenNLP weights layout cannot hold.")
+    E042 = ("--init-weights '{path}' is an ELMoForManyLangs model: pretraining does not "
+            "continue from those yet (its export is the bilm-tf layout). Use the model in "
+            "spaCy or with `spacy-elmo embed`, or start from a bilm-tf/AllenNLP biLM.")
+    E043 = ("Sentence(s) {missing} are in none of the batches to replay. Pass batches that "
+            "hold every sentence once, e.g. from efml_batch_order.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -141,6 +178,12 @@ class Warnings:
     W003 = ("An ELMo listener got docs without ELMo layers and used zero vectors for them: the "
             "`elmo` component did not run on these docs (disabled, or the docs were made "
             "elsewhere). Run the whole pipeline, or keep `elmo` enabled.")
-    W004 = ("{n} line(s) of {paths} are not UTF-8 text (or hold NUL bytes) and were skipped "
+    W004 = ("{n} token(s) are longer than this biLM's budget of {limit} characters "
+            "(max_characters_per_token - 2) and were cut to it, e.g. {example!r}; the cut form "
+            "is also the word looked up. (Shown once per model.)")
+    W005 = ("{n} line(s) of {paths} are not UTF-8 text (or hold NUL bytes) and were skipped "
             "({during}). Re-encode the files as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) to "
             "use them.")
+    W010 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
+            "or AMX on a CPU; Ampere or newer on a GPU): its bf16 matmuls are emulated and much "
+            "slower than fp32 (measured: about 100x on an AVX2 CPU). Use precision 'fp32' here.")

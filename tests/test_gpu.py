@@ -46,3 +46,32 @@ def test_component_on_gpu_matches_cpu(fixture_dir):
         assert next(holder.parameters()).is_cuda
     finally:
         require_cpu()
+
+
+def test_fused_lstm_backward_on_gpu_matches_autograd():
+    from spacy_elmo.bilm import BiLM, preset
+
+    torch.manual_seed(0)
+    bilm = BiLM(preset("tiny")).cuda()
+    x = torch.randn(2, 8, 12, bilm.options.projection_dim, device="cuda")
+    lengths = torch.tensor([12, 12, 9, 12, 3, 12, 12, 1], device="cuda")
+    grads = []
+    for fused in (False, True):
+        bilm.zero_grad()
+        bilm.lstm.set_fused_backward(fused)
+        xx = x.clone().requires_grad_(True)
+        outputs, _ = bilm.lstm(xx[0], xx[1], lengths)
+        sum((o * (k + 1)).sum() for k, o in enumerate(outputs)).backward()
+        grads.append([xx.grad] + [p.grad.clone() for p in bilm.lstm.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * float(a.abs().max()))
+
+
+def test_bf16_pretraining_step_on_gpu(tmp_path):
+    from spacy_elmo.pretrain.trainer import train
+    from tests.pretrain.conftest import tiny_config
+
+    result = train(tiny_config(tmp_path, device="cuda", precision="bf16", max_steps=4),
+                   progress=False)
+    assert result.step == 4
+    assert next(result.model.parameters()).dtype == torch.float32

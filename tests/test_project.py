@@ -2,12 +2,15 @@
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import spacy
 import srsly
+import typer
 from spacy.tokens import DocBin
+from thinc.api import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,12 +19,30 @@ def _load_convert(name="convert"):
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
 
-def test_project_commands_reference_existing_files():
+def _project():
+    """project.yml with its ${vars.*} substituted (as `spacy project run` does)."""
     project = srsly.read_yaml(ROOT / "project.yml")
+    variables = project["vars"]
+
+    def substitute(text):
+        for _ in range(5):  # vars may name other vars
+            text = re.sub(r"\$\{vars\.(\w+)\}", lambda m: str(variables[m[1]]), text)
+        assert "${" not in text, text
+        return text
+
+    for command in project["commands"]:
+        for key in ("script", "deps", "outputs"):
+            command[key] = [substitute(line) for line in command.get(key, [])]
+    return project
+
+
+def test_project_commands_reference_existing_files():
+    project = _project()
     names = {c["name"] for c in project["commands"]}
     for workflow in project["workflows"].values():
         assert set(workflow) <= names
@@ -29,6 +50,17 @@ def test_project_commands_reference_existing_files():
         for line in command["script"]:
             for ref in re.findall(r"(?:configs|scripts|demo/data)/[\w./-]+", line):
                 assert (ROOT / ref).exists(), (command["name"], ref)
+
+
+def test_project_deps_are_files_data_or_outputs_of_other_commands():
+    project = _project()
+    outputs = {out for c in project["commands"] for out in c["outputs"]}
+    data_dir = project["vars"]["data_dir"]
+    for command in project["commands"]:
+        for dep in command["deps"]:
+            made = any(dep == out or dep.startswith(out + "/") for out in outputs)
+            assert made or (ROOT / dep).exists() or dep.startswith(data_dir + "/") or \
+                dep in project["directories"], (command["name"], dep)
 
 
 @pytest.mark.parametrize("tags,expected", [
@@ -84,12 +116,91 @@ def test_convert_ner_and_textcat(tmp_path):
 
 def test_results_table_puts_models_down_tasks_across_with_the_difference_to_cnn():
     compare = _load_convert("compare")
-    rows = {("ner", "cnn"): {"dev": 90.0, "test": 85.0}, ("ner", "elmo"): {"dev": 91.0,
-            "test": 87.5}, ("trec", "elmo"): {"dev": 80.0, "test": 78.0},
-            ("msra", "cnn"): {"test": 70.0}}
+    rows = {("ner", "cnn"): {0: {"dev": 90.0, "test": 85.0}},
+            ("ner", "elmo"): {0: {"dev": 91.0, "test": 87.5}},
+            ("trec", "elmo"): {0: {"dev": 80.0, "test": 78.0}},
+            ("msra", "cnn"): {0: {"test": 70.0}}}
     lines = compare.score_table(rows, compare.ENGLISH)
     assert lines[0] == "| model | CoNLL-2003 NER (F1) | TREC-6 (accuracy) |"
     assert lines[2] == "| spaCy CNN baseline | 85.0 (90.0) | - |"
     assert lines[3] == "| ELMo listener | 87.5 (91.0) +2.5 | 78.0 (80.0) |"
     assert len(lines) == 4
     assert compare.score_table(rows, ["weibo"]) == []
+
+
+def _metrics(directory, runs):
+    directory.mkdir()
+    for name, (dev, test) in runs.items():
+        for split, value in (("dev", dev), ("test", test)):
+            key = "cats_micro_f" if name.startswith("sst5") else "ents_f"
+            srsly.write_json(directory / f"{name}.{split}.json", {key: value / 100})
+
+
+def test_results_table_aggregates_seeds_as_mean_and_each_seed(tmp_path):
+    compare = _load_convert("compare")
+    _metrics(tmp_path / "m", {
+        "ner_cnn": (90.0, 80.0),                # no suffix: seed 0
+        "ner_cnn_s1": (91.0, 81.0),
+        "ner_cnnw2vall_s0": (92.0, 84.0),
+        "ner_cnnw2vall_s1": (93.0, 83.0),
+        "ner_elmo_concat_w2v_s1": (94.0, 86.5),  # one seed only
+        "sst5_cnnw2vsame_s0": (40.0, 41.0),
+    })
+    rows = compare.collect(tmp_path / "m")
+    assert rows[("ner", "cnnw2vall")] == {0: {"dev": 92.0, "test": 84.0},
+                                          1: {"dev": 93.0, "test": 83.0}}
+    lines = compare.score_table(rows, compare.ENGLISH)
+    assert lines[0] == "| model | CoNLL-2003 NER (F1) | SST-5 (accuracy) |"
+    assert lines[2] == "| spaCy CNN baseline | 80.5 (80.0 / 81.0; dev 90.5) | - |"
+    assert lines[3] == "| CNN + word2vec (same text) | - | 41.0 (40.0) |"
+    assert lines[4] == ("| CNN + word2vec (all lm_en) | 83.5 (84.0 / 83.0; dev 92.5) +3.0 "
+                        "| - |")
+    assert lines[5] == "| [word2vec + features ; ELMo] | 86.5 (94.0) +6.0 | - |"
+    assert len(lines) == 6
+    _metrics(tmp_path / "dup", {"ner_cnn": (90.0, 80.0), "ner_cnn_s0": (90.0, 80.0)})
+    with pytest.raises(typer.BadParameter, match="both seed 0 of ner_cnn"):
+        compare.collect(tmp_path / "dup")
+
+
+VECTOR_KEYS = {("paths", "vectors"), ("initialize", "vectors")}
+
+
+@pytest.mark.parametrize("base,with_vectors", [
+    ("ner_cnn", "ner_cnn_vectors"), ("textcat_cnn", "textcat_cnn_vectors"),
+    ("zh_ner_cnn", "zh_ner_cnn_vectors"), ("zh_textcat_cnn", "zh_textcat_cnn_vectors"),
+    ("ner_elmo_concat", "ner_elmo_concat_vectors"),
+    ("textcat_elmo_concat", "textcat_elmo_concat_vectors"),
+    ("zh_ner_elmo_concat", "zh_ner_elmo_concat_vectors"),
+    ("zh_textcat_elmo_concat", "zh_textcat_elmo_concat_vectors")])
+def test_word2vec_configs_differ_from_their_row_only_by_the_vectors(base, with_vectors):
+    def flat(name):
+        config = Config().from_disk(ROOT / "configs" / f"{name}.cfg", interpolate=False)
+        out = {}
+        for section, values in config.items():
+            stack = [(section, values)]
+            while stack:
+                path, node = stack.pop()
+                for key, value in node.items():
+                    if isinstance(value, dict):
+                        stack.append((f"{path}.{key}", value))
+                    else:
+                        out[(path, key)] = value
+        return out
+
+    a, b = flat(base), flat(with_vectors)
+    static = {k for k in b if k[1] == "include_static_vectors"}
+    assert len(static) == 1 and b[static.pop()] is True
+    differing = {k for k in a.keys() | b.keys() if a.get(k, "-") != b.get(k, "-")}
+    assert {(s.split(".")[0], k) for s, k in differing if k != "include_static_vectors"} == \
+        VECTOR_KEYS
+    assert b[("paths", "vectors")] is None and b[("initialize", "vectors")] == "${paths.vectors}"
+
+
+def test_chinese_features_elmo_configs_are_the_english_ones_in_chinese():
+    for task in ("ner", "textcat"):
+        zh = Config().from_disk(ROOT / "configs" / f"zh_{task}_elmo_concat.cfg",
+                                interpolate=False)
+        en = Config().from_disk(ROOT / "configs" / f"{task}_elmo_concat.cfg", interpolate=False)
+        assert zh["nlp"]["lang"] == "zh"
+        zh["nlp"]["lang"] = "en"
+        assert zh == en

@@ -12,6 +12,8 @@ from typing import Dict, Iterable, List, Sequence
 import numpy as np
 import torch
 
+from ..errors import Warnings
+
 BOS_CHAR = 256
 EOS_CHAR = 257
 BOW_CHAR = 258
@@ -28,43 +30,69 @@ def _boundary_row(char: int, max_chars: int) -> np.ndarray:
 
 
 class CharIds:
-    """Maps tokens to shifted character-id rows; remembers recent tokens."""
+    """Maps tokens to shifted character-id rows; remembers recent tokens.
+
+    Rows are `width` ids wide (`max_characters_per_token`, plus one column for variants with
+    a word embedding); `pad_id` is the id of the padding character inside a token, and
+    `bos`/`eos` the rows of the sentence boundaries the biLM adds.
+    """
+
+    bos_token = BOS_TOKEN
+    eos_token = EOS_TOKEN
+    pad_id = PAD_CHAR + 1
+    extra_columns = 0
 
     def __init__(self, max_characters_per_token: int = 50, memo_size: int = 100_000) -> None:
         self.max_chars = max_characters_per_token
         self.max_bytes = max_characters_per_token - 2
-        self.bos = _boundary_row(BOS_CHAR, self.max_chars)
-        self.eos = _boundary_row(EOS_CHAR, self.max_chars)
-        self._memo: Dict[str, np.ndarray] = {BOS_TOKEN: self.bos, EOS_TOKEN: self.eos}
+        self.width = self.max_chars + self.extra_columns
+        self.bos = self._row(self.bos_token)
+        self.eos = self._row(self.eos_token)
         self._memo_size = memo_size
+        self._memo: Dict[str, np.ndarray] = {}
+        self._reset_memo()
+
+    def _reset_memo(self) -> None:
+        self._memo = {self.bos_token: self.bos, self.eos_token: self.eos}
 
     def token(self, token: str) -> np.ndarray:
-        """The (max_chars,) id row of one token (ids already shifted by +1)."""
+        """The (width,) id row of one token (ids already shifted by +1)."""
         row = self._memo.get(token)
         if row is None:
-            data = token.encode("utf-8", errors="surrogatepass")[: self.max_bytes]
-            row = np.full(self.max_chars, PAD_CHAR + 1, dtype=np.int64)
-            row[0] = BOW_CHAR + 1
-            row[1 : 1 + len(data)] = np.frombuffer(data, dtype=np.uint8).astype(np.int64) + 1
-            row[1 + len(data)] = EOW_CHAR + 1
+            row = self._row(token)
             if len(self._memo) >= self._memo_size:
-                self._memo = {BOS_TOKEN: self.bos, EOS_TOKEN: self.eos}
+                self._reset_memo()
             self._memo[token] = row
+        return row
+
+    def _row(self, token: str) -> np.ndarray:
+        if token in (BOS_TOKEN, EOS_TOKEN):
+            return _boundary_row(BOS_CHAR if token == BOS_TOKEN else EOS_CHAR, self.max_chars)
+        data = token.encode("utf-8", errors="surrogatepass")[: self.max_bytes]
+        row = np.full(self.max_chars, PAD_CHAR + 1, dtype=np.int64)
+        row[0] = BOW_CHAR + 1
+        row[1 : 1 + len(data)] = np.frombuffer(data, dtype=np.uint8).astype(np.int64) + 1
+        row[1 + len(data)] = EOW_CHAR + 1
         return row
 
     def __getstate__(self) -> dict:
         # the memo is rebuilt as tokens come: a pickled model stays the size of its weights
-        return dict(self.__dict__, _memo={BOS_TOKEN: self.bos, EOS_TOKEN: self.eos})
+        return dict(self.__dict__, _memo={self.bos_token: self.bos, self.eos_token: self.eos})
 
     def too_long(self, tokens: Iterable[str]) -> List[str]:
         """The tokens whose UTF-8 bytes exceed the budget (they are cut to it)."""
         return [t for t in tokens if len(t) * 4 > self.max_bytes
                 and len(t.encode("utf-8", errors="surrogatepass")) > self.max_bytes]
 
+    def truncation_warning(self, long: List[str]) -> str:
+        """The warning for tokens `too_long` found (at least one)."""
+        return Warnings.W002.format(n=len(long), limit=self.max_bytes, cjk=self.max_bytes // 3,
+                                    example=long[0][:60])
+
     def batch(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
-        """A (batch, max_len, max_chars) int64 tensor; padded timesteps are all zero."""
+        """A (batch, max_len, width) int64 tensor; padded timesteps are all zero."""
         max_len = max((len(s) for s in sentences), default=0)
-        out = np.zeros((len(sentences), max_len, self.max_chars), dtype=np.int64)
+        out = np.zeros((len(sentences), max_len, self.width), dtype=np.int64)
         for i, sentence in enumerate(sentences):
             if len(sentence):
                 out[i, : len(sentence)] = np.stack([self.token(t) for t in sentence])

@@ -28,9 +28,8 @@ import h5py
 import numpy as np
 import torch
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
-from .chars import CharIds
 from .files import HDF5Writer, atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
 from .windows import windows
@@ -82,7 +81,7 @@ class Embedder:
         self.context = window // 4 if context is None else context
         self.max_batch_tokens = max(max_batch_tokens, window + 2 * self.context)
         self.chunk_tokens = chunk_tokens
-        self.char_ids = CharIds(bilm.options.max_characters_per_token)
+        self.char_ids = bilm.token_ids()
         self.stateful = StatefulBiLM(bilm) if stateful else None
         self._warned_truncation = False
 
@@ -177,9 +176,7 @@ class Embedder:
         long = self.char_ids.too_long(t for tokens in batch for t in tokens)
         if long:
             self._warned_truncation = True
-            limit = self.char_ids.max_bytes
-            warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,
-                                               example=long[0][:60]), stacklevel=3)
+            warnings.warn(self.char_ids.truncation_warning(long), stacklevel=3)
 
 
 def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:

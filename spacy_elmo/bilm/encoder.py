@@ -17,6 +17,9 @@ PAD_ID = PAD_CHAR + 1  # shifted id of the padding character inside a token
 class CharCNNEncoder(nn.Module):
     """Maps (n_tokens, max_chars) shifted char ids to (n_tokens, projection_dim) vectors.
 
+    With `word_dim` in the options (the ELMoForManyLangs variant), rows have one more column,
+    the shifted word id, and the projection reads [word vector; highway output].
+
     All filters run as one matrix product over unfolded character windows: each kernel is
     zero-padded on the right to the widest width, and positions past a filter's own last
     valid window are excluded from its max. Exact shortcut: every window made only of the
@@ -27,12 +30,16 @@ class CharCNNEncoder(nn.Module):
 
     last_start: torch.Tensor
 
-    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 2048) -> None:
+    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 2048, *,
+                 pad_id: int = PAD_ID) -> None:
         super().__init__()
         self.options = options
         o = options
         self.positions_per_chunk = positions_per_chunk
+        self.pad_id = pad_id
         self.char_embedding = nn.Embedding(o.n_characters, o.char_embed_dim, padding_idx=0)
+        self.word_embedding = (nn.Embedding(o.n_words, o.word_dim, padding_idx=0)
+                               if o.word_dim else None)
         self.max_width = max(w for w, _ in o.filters)
         self.conv_weights = nn.ParameterList(
             nn.Parameter(torch.empty(n, o.char_embed_dim, w)) for w, n in o.filters)
@@ -44,13 +51,16 @@ class CharCNNEncoder(nn.Module):
         # highway: rows [0, F) are the transform, rows [F, 2F) the carry gate
         self.highways = nn.ModuleList(nn.Linear(o.n_filters, 2 * o.n_filters)
                                       for _ in range(o.n_highway))
-        self.projection = nn.Linear(o.n_filters, o.projection_dim)
+        self.projection = nn.Linear(o.word_dim + o.n_filters, o.projection_dim)
         self.activation = torch.relu if o.activation == "relu" else torch.tanh
         self.reset_parameters()
+
     def reset_parameters(self) -> None:
-        nn.init.uniform_(self.char_embedding.weight, -1.0, 1.0)
-        with torch.no_grad():
-            self.char_embedding.weight[0].zero_()
+        for embedding in (self.char_embedding, self.word_embedding):
+            if embedding is not None:
+                nn.init.uniform_(embedding.weight, -1.0, 1.0)
+                with torch.no_grad():
+                    embedding.weight[0].zero_()
         for weight in self.conv_weights:
             bound = (1.0 / (weight.shape[1] * weight.shape[2])) ** 0.5
             nn.init.uniform_(weight, -bound, bound)
@@ -66,11 +76,15 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         n = self.options.n_filters
-        h = self.activation(self.max_pool_conv(char_ids) + torch.cat(list(self.conv_biases)))
+        chars = char_ids[:, : self.options.max_characters_per_token]
+        h = self.activation(self.max_pool_conv(chars) + torch.cat(list(self.conv_biases)))
         for hw in self.highways:
             both = hw(h)
             # carry * relu(transform) + (1 - carry) * h, in fewer passes
             h = torch.addcmul(h, torch.sigmoid(both[:, n:]), torch.relu(both[:, :n]) - h)
+        if self.word_embedding is not None:
+            words = self.word_embedding(char_ids[:, self.options.max_characters_per_token])
+            h = torch.cat([words, h], dim=-1)
         return self.projection(h)
 
     def max_pool_conv(self, char_ids: torch.Tensor) -> torch.Tensor:
@@ -79,8 +93,8 @@ class CharCNNEncoder(nn.Module):
                             for w in self.conv_weights])  # (n_filters, dim, max_width)
         # the value of a window made only of padding characters
         pad_window = torch.einsum("fdk,d->f", weight,
-                                  self.char_embedding.weight[PAD_ID])
-        used = _used_lengths(char_ids)
+                                  self.char_embedding.weight[self.pad_id])
+        used = _used_lengths(char_ids, self.pad_id)
         order = torch.argsort(used, stable=True)
         pooled: List[torch.Tensor] = []
         flat_weight = weight.flatten(1).t()  # (dim * max_width, n_filters)
@@ -118,8 +132,8 @@ class CharCNNEncoder(nn.Module):
         return conv.amax(1)
 
 
-def _used_lengths(char_ids: torch.Tensor) -> torch.Tensor:
+def _used_lengths(char_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Per row, 1 + the last position whose id is not the padding character (0 if none)."""
     positions = torch.arange(1, char_ids.shape[1] + 1, device=char_ids.device)
-    return ((char_ids != PAD_ID) * positions).amax(1) if char_ids.shape[0] else (
+    return ((char_ids != pad_id) * positions).amax(1) if char_ids.shape[0] else (
         positions.new_zeros(0))

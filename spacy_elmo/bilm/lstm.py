@@ -4,7 +4,8 @@ Both directions run together: every parameter holds the forward and the backward
 direction stacked on its first axis. The input projections of all timesteps are one matmul;
 rows are processed longest-first so that each timestep touches only the rows still running.
 Gates are in TensorFlow's order (i, j, f, o); `bias` is TensorFlow's `B`, and the constant
-forget bias of 1.0 (which bilm-tf does not store) is added at run time.
+forget bias of 1.0 (which bilm-tf does not store) is added at run time (`forget_bias` in the
+options: 0.0 for models that store the whole bias, as ELMoForManyLangs does).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Iterable, Iterator, List, Optional, Tuple, cast
 import torch
 from torch import nn
 
+from .lstm_fused import fused_lstm_layer
 from .options import BiLMOptions
 
 
@@ -52,8 +54,11 @@ class ProjectedLSTMLayer(nn.Module):
         self.w_hidden = nn.Parameter(torch.empty(2, P, 4 * H))
         self.bias = nn.Parameter(torch.empty(2, 4 * H))
         self.w_proj = nn.Parameter(torch.empty(2, H, P))
+        # with gradients: the hand-written backward of `lstm_fused` (same forward, bitwise);
+        # False runs autograd through `_step`, the reference
+        self.fused_backward = True
         forget = torch.zeros(4 * H)
-        forget[2 * H : 3 * H] = 1.0
+        forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
         self.reset_parameters()
 
@@ -81,6 +86,11 @@ class ProjectedLSTMLayer(nn.Module):
         """The same on packed steps: x (2, sum(batch_sizes), in), step t's rows after
         step t-1's (as in `torch.nn.utils.rnn.PackedSequence`) -> outputs packed alike."""
         sizes = [n for n in batch_sizes if n > 0]
+        if (self.fused_backward and sizes and torch.is_grad_enabled()
+                and not torch.is_autocast_enabled(x.device.type)):
+            return fused_lstm_layer(x, self.w_input, self.w_hidden,
+                                    self.bias + self.forget_bias, self.w_proj, h0, c0, sizes,
+                                    self.cell_clip, self.proj_clip, self.projection_rows)
         bias = (self.bias + self.forget_bias)[:, None, :]
         h, c = h0, c0
         outputs: List[torch.Tensor] = []
@@ -161,6 +171,11 @@ class BiLSTMStack(nn.Module):
                                     for _ in range(options.n_layers))
         self.dropout = nn.Dropout(0.0)
 
+    def set_fused_backward(self, fused: bool) -> None:
+        """Train with the hand-written backward (True) or autograd's (False)."""
+        for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
+            layer.fused_backward = fused
+
     def forward(self, x_fwd: torch.Tensor, x_bwd: torch.Tensor, lengths: torch.Tensor,
                 state: Optional[LSTMState] = None) -> Tuple[List[torch.Tensor], LSTMState]:
         """x_fwd, x_bwd: (rows, steps, proj), each in the order its direction reads.
@@ -170,7 +185,9 @@ class BiLSTMStack(nn.Module):
         """
         rows, steps, _ = x_fwd.shape
         if state is None:
-            state = LSTMState.zeros(self.options, rows, x_fwd.device, x_fwd.dtype)
+            # at least fp32: under bf16 autocast the cell state stays fp32
+            dtype = torch.promote_types(x_fwd.dtype, torch.float32)
+            state = LSTMState.zeros(self.options, rows, x_fwd.device, dtype)
         order = torch.argsort(lengths, descending=True, stable=True)
         inverse = torch.argsort(order)
         steps_range = torch.arange(steps, device=lengths.device)

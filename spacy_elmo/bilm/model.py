@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
-from .chars import BOS_CHAR, EOS_CHAR, _boundary_row
+from .chars import CharIds
+from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
 from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
@@ -69,7 +70,7 @@ class WordCache:
             self._entries.clear()
             self._stamp = stamp
         unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
-        keys = [row.tobytes() for row in unique.cpu().numpy().astype(np.int16)]
+        keys = [row.tobytes() for row in unique.cpu().numpy().astype(np.int32)]
         missing = [i for i, key in enumerate(keys) if key not in self._entries]
         self.misses += len(missing)
         self.hits += len(keys) - len(missing)
@@ -88,26 +89,37 @@ class WordCache:
 
 
 class BiLM(nn.Module):
-    """ELMo's biLM. `forward` is deterministic: every sentence starts from a zero state."""
+    """ELMo's biLM. `forward` is deterministic: every sentence starts from a zero state.
+
+    Byte characters (bilm-tf, AllenNLP) by default; with a `dictionary` (and options saying
+    so), the ELMoForManyLangs variant: dictionary characters and words. `token_ids()` maps
+    tokens to the id rows this model reads.
+    """
 
     bos_ids: torch.Tensor
     eos_ids: torch.Tensor
 
-    def __init__(self, options: BiLMOptions, word_cache_size: int = 0) -> None:
+    def __init__(self, options: BiLMOptions, word_cache_size: int = 0,
+                 dictionary: Optional[TokenDictionary] = None) -> None:
         super().__init__()
+        _check_dictionary(options, dictionary)
         self.options = options
+        self.dictionary = dictionary
+        ids = self.token_ids()
         # Normal tensors even when built under torch.inference_mode() (as serving code
         # often loads weights): the word cache tracks their version counters.
         with torch.inference_mode(False):
-            self.encoder = CharCNNEncoder(options)
+            self.encoder = CharCNNEncoder(options, pad_id=ids.pad_id)
             self.lstm = BiLSTMStack(options)
-        C = options.max_characters_per_token
-        self.register_buffer("bos_ids", torch.from_numpy(_boundary_row(BOS_CHAR, C)),
-                             persistent=False)
-        self.register_buffer("eos_ids", torch.from_numpy(_boundary_row(EOS_CHAR, C)),
-                             persistent=False)
+        self.register_buffer("bos_ids", torch.from_numpy(ids.bos), persistent=False)
+        self.register_buffer("eos_ids", torch.from_numpy(ids.eos), persistent=False)
         self.word_cache: Optional[WordCache] = (
             WordCache(word_cache_size) if word_cache_size > 0 else None)
+
+    def token_ids(self) -> CharIds:
+        """A new mapper from tokens to this model's id rows."""
+        C = self.options.max_characters_per_token
+        return CharIds(C) if self.dictionary is None else DictionaryIds(self.dictionary, C)
 
     def set_dropout(self, rate: float) -> None:
         self.lstm.dropout.p = rate
@@ -168,11 +180,27 @@ class BiLM(nn.Module):
         return BiLMOutput(stacked, mask), final
 
     def _check_ids(self, char_ids: torch.Tensor) -> None:
-        C = self.options.max_characters_per_token
+        C = self.bos_ids.shape[-1]
         if (char_ids.dim() != 3 or char_ids.shape[-1] != C
                 or char_ids.dtype not in (torch.int64, torch.int32)):
             raise ElmoError(Errors.E013.format(n_chars=C, shape=tuple(char_ids.shape),
                                                dtype=char_ids.dtype))
+
+
+def _check_dictionary(options: BiLMOptions, dictionary: Optional[TokenDictionary]) -> None:
+    """The options and the dictionary (or its absence) must describe the same model."""
+    if dictionary is None:
+        found = None
+    else:
+        found = (len(dictionary.chars) + 1, len(dictionary.words) + 1 if dictionary.words else 0)
+    expected = None if options.char_vocabulary == "bytes" else (
+        options.n_characters, options.n_words if options.word_dim else 0)
+    if found != expected:
+        def say(sizes: Optional[Tuple[int, int]]) -> str:
+            return "byte characters" if sizes is None else (
+                f"{sizes[0]} character and {sizes[1]} word embedding rows")
+
+        raise ElmoError(Errors.E037.format(options=say(expected), dictionary=say(found)))
 
 
 def reverse_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:

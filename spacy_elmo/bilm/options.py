@@ -25,6 +25,7 @@ from .files import write_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+VOCABULARIES = ("bytes", "dictionary")
 PUBLISHED_FILTERS: List[Tuple[int, int]] = [
     (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
 ]
@@ -45,6 +46,8 @@ OPTION_RULES: Dict[str, Rule] = {
                     _filter_pairs, "list"),
     "n_highway": integer(0), "activation": choice(("relu", "tanh")),
     "max_characters_per_token": integer(3), "n_characters": integer(1),
+    "char_vocabulary": choice(VOCABULARIES), "word_dim": integer(0), "n_words": integer(0),
+    "forget_bias": number(),
 }
 # Errors name each option as `--options`/presets spell it and where options.json has it.
 JSON_KEYS = {key: f"{key} ({path})" for key, path in (
@@ -54,7 +57,9 @@ JSON_KEYS = {key: f"{key} ({path})" for key, path in (
     ("char_embed_dim", "char_cnn.embedding.dim"), ("filters", "char_cnn.filters"),
     ("n_highway", "char_cnn.n_highway"), ("activation", "char_cnn.activation"),
     ("max_characters_per_token", "char_cnn.max_characters_per_token"),
-    ("n_characters", "char_cnn.n_characters"))}
+    ("n_characters", "char_cnn.n_characters"), ("char_vocabulary", "char_cnn.vocabulary"),
+    ("word_dim", "word_embedding.dim"), ("n_words", "word_embedding.n_words"),
+    ("forget_bias", "lstm.forget_bias"))}
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,13 @@ class BiLMOptions:
     activation: str = "relu"
     max_characters_per_token: int = 50
     n_characters: int = 262
+    # Variant of ELMoForManyLangs models: characters from a dictionary (n_characters rows,
+    # row 0 unused), a word embedding beside the char CNN (n_words rows, row 0 unused), and
+    # an LSTM without TensorFlow's constant forget-gate bias.
+    char_vocabulary: str = "bytes"
+    word_dim: int = 0
+    n_words: int = 0
+    forget_bias: float = 1.0
     extra: Dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -81,8 +93,16 @@ class BiLMOptions:
         max_width = max(w for w, _ in self.filters)
         check(JSON_KEYS["max_characters_per_token"], self.max_characters_per_token,
               integer(max(3, max_width)), Errors.E007)
-        if self.n_characters not in (261, 262):
+        if self.char_vocabulary == "bytes" and self.n_characters not in (261, 262):
             raise ElmoError(Errors.E006.format(value=self.n_characters))
+        if self.char_vocabulary == "dictionary":
+            check(JSON_KEYS["n_characters"], self.n_characters, integer(2), Errors.E007)
+        else:
+            check(JSON_KEYS["word_dim"], self.word_dim, Rule(
+                "0 (a word embedding needs a dictionary vocabulary)", lambda v: v == 0),
+                Errors.E007)
+        if self.word_dim:
+            check(JSON_KEYS["n_words"], self.n_words, integer(2), Errors.E007)
 
     @property
     def n_filters(self) -> int:
@@ -99,7 +119,8 @@ class BiLMOptions:
         return self.n_layers + 1
 
     def to_json_dict(self) -> Dict[str, Any]:
-        """The bilm-tf `options.json` layout (n_characters always 262)."""
+        """The bilm-tf `options.json` layout (n_characters 262 for byte characters); the
+        dictionary variant's keys are written only when they differ from bilm-tf's."""
         data: Dict[str, Any] = dict(self.extra)
         data["lstm"] = {
             "dim": self.lstm_dim,
@@ -114,9 +135,15 @@ class BiLMOptions:
             "embedding": {"dim": self.char_embed_dim},
             "filters": [list(f) for f in self.filters],
             "max_characters_per_token": self.max_characters_per_token,
-            "n_characters": 262,
+            "n_characters": 262 if self.char_vocabulary == "bytes" else self.n_characters,
             "n_highway": self.n_highway,
         }
+        if self.char_vocabulary != "bytes":
+            data["char_cnn"]["vocabulary"] = self.char_vocabulary
+        if self.word_dim:
+            data["word_embedding"] = {"dim": self.word_dim, "n_words": self.n_words}
+        if self.forget_bias != 1.0:
+            data["lstm"]["forget_bias"] = self.forget_bias
         return data
 
     @classmethod
@@ -130,13 +157,17 @@ class BiLMOptions:
             return sec[key]
 
         n_characters = get("char_cnn", "n_characters", 262)
-        if n_characters == 261:
+        vocabulary = get("char_cnn", "vocabulary", "bytes")
+        words = data.get("word_embedding")
+        words = words if isinstance(words, dict) else {}
+        if vocabulary == "bytes" and n_characters == 261:
             warnings.warn(Warnings.W001, stacklevel=2)
             n_characters = 262
         embedding = get("char_cnn", "embedding")
         if not isinstance(embedding, dict) or "dim" not in embedding:
             raise ElmoError(Errors.E005.format(path=source, key="char_cnn.embedding.dim"))
-        extra = {k: v for k, v in data.items() if k not in ("lstm", "char_cnn")}
+        extra = {k: v for k, v in data.items()
+                 if k not in ("lstm", "char_cnn", "word_embedding")}
         return cls(
             lstm_dim=get("lstm", "dim"),
             projection_dim=get("lstm", "projection_dim"),
@@ -150,6 +181,10 @@ class BiLMOptions:
             activation=get("char_cnn", "activation", "relu"),
             max_characters_per_token=get("char_cnn", "max_characters_per_token", 50),
             n_characters=n_characters,
+            char_vocabulary=vocabulary,
+            word_dim=words.get("dim", 0),
+            n_words=words.get("n_words", 0),
+            forget_bias=get("lstm", "forget_bias", 1.0),
             extra=extra,
         )
 

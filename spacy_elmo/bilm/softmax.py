@@ -80,5 +80,7 @@ class LMSoftmax(nn.Module):
         sampled_logits.index_put_((row, col[row]),
                                   torch.tensor(torch.finfo(hidden.dtype).min,
                                                dtype=hidden.dtype, device=hidden.device))
+        # in fp32 whatever the matmuls ran in (bf16 autocast)
+        true_logits, sampled_logits = true_logits.float(), sampled_logits.float()
         nll = torch.logaddexp(true_logits, torch.logsumexp(sampled_logits, dim=1)) - true_logits
         return nll * keep.to(nll.dtype)

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
+from .efml import is_efml_dir, is_efml_file, load_efml
 from .files import HDF5Writer, atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
@@ -20,6 +21,22 @@ from .options import BiLMOptions
 PathLike = Union[str, "os.PathLike[str]"]
 WEIGHTS_NAME = "weights.hdf5"
 OPTIONS_NAME = "options.json"
+FORMATS = ("auto", "allennlp", "efml")
+
+
+def detect_format(path: PathLike) -> str:
+    """"efml" for an ELMoForManyLangs model directory (or one of its files), else "allennlp"
+    (bilm-tf layout: a weights file, or a directory with options.json/weights.hdf5). A
+    directory with neither set of files is an error."""
+    path = Path(path)
+    if is_efml_file(path):
+        return "efml"
+    if (path.is_dir() and not (path / WEIGHTS_NAME).exists()
+            and not (path / OPTIONS_NAME).exists()):
+        if is_efml_dir(path):
+            return "efml"
+        raise ElmoError(Errors.E030.format(path=path))
+    return "allennlp"
 
 
 def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
@@ -175,6 +192,8 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
     def a(x: torch.Tensor) -> np.ndarray:
         return np.ascontiguousarray(x.detach().float().cpu().numpy())
 
+    if bilm.dictionary is not None:
+        raise ElmoError(Errors.E041)
     arrays: Dict[str, np.ndarray] = {"char_embed": a(enc.char_embedding.weight[1:])}
     for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
         arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(a(weight).transpose(2, 1, 0)[None])
@@ -209,8 +228,20 @@ def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
 
 
 def load_bilm(weights: PathLike, options: Optional[PathLike] = None,
-              word_cache_size: int = 0) -> BiLM:
-    """A BiLM with published-layout weights: a weights file (+ options) or a directory."""
+              word_cache_size: int = 0, *, format: str = "auto") -> BiLM:
+    """A BiLM from a weights file (+ options) or a directory, in eval mode.
+
+    format: "allennlp" (bilm-tf/AllenNLP: weights.hdf5 + options.json), "efml" (an
+    ELMoForManyLangs model directory; `options` is then its network config, needed only when
+    neither the directory nor the built-in released config has it), or "auto" (detected).
+    """
+    if format not in FORMATS:
+        raise ElmoError(Errors.E012.format(value=format, name="the weights format",
+                                           choices=list(FORMATS)))
+    if format == "auto":
+        format = detect_format(weights)
+    if format == "efml":
+        return load_efml(weights, options, word_cache_size=word_cache_size)
     options_path, weights_path = resolve_paths(weights, options)
     opts = BiLMOptions.from_file(options_path)
     bilm = BiLM(opts, word_cache_size=word_cache_size)

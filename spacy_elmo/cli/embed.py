@@ -41,9 +41,13 @@ def embed_cli(
         "UTF-8 text, one whitespace-tokenized sentence per line ('-': standard input).")),
     output_path: Path = typer.Argument(..., metavar="OUTPUT", help="HDF5 file to write."),
     weights: Path = typer.Option(..., "--weights", help=(
-        "weights.hdf5, or a directory with weights.hdf5 and options.json.")),
+        "weights.hdf5, a directory with weights.hdf5 and options.json, or an "
+        "ELMoForManyLangs model directory.")),
     options: Optional[Path] = typer.Option(None, "--options", help=(
-        "options.json (default: the one beside the weights).")),
+        "options.json (default: the one beside the weights); for an ELMoForManyLangs model, "
+        "its network config when the model directory lacks it.")),
+    weights_format: str = typer.Option("auto", "--format", help=(
+        "auto (detected), allennlp or efml.")),
     layers: str = typer.Option("all", "--layers", help=(
         "all: (L+1, n_tokens, width) per line; top: the top layer; average: the mean of "
         "all layers (both (n_tokens, width)).")),
@@ -62,8 +66,8 @@ def embed_cli(
     """The `embed` command (help text: EMBED_HELP)."""
     try:
         n = embed_file(input_path, output_path, weights=weights, options=options,
-                       layers=layers, batch_size=batch_size, stateful=stateful,
-                       gpu_id=gpu_id, word_cache=word_cache, window=window,
+                       weights_format=weights_format, layers=layers, batch_size=batch_size,
+                       stateful=stateful, gpu_id=gpu_id, word_cache=word_cache, window=window,
                        overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
@@ -76,9 +80,10 @@ def embed_cli(
 
 
 def embed_file(input_path: Path, output_path: Path, *, weights: Path,
-               options: Optional[Path] = None, layers: str = "all", batch_size: int = 64,
-               stateful: bool = False, gpu_id: int = -1, word_cache: int = 100_000,
-               window: int = 200, overwrite: bool = False, progress: bool = True) -> int:
+               options: Optional[Path] = None, weights_format: str = "auto",
+               layers: str = "all", batch_size: int = 64, stateful: bool = False,
+               gpu_id: int = -1, word_cache: int = 100_000, window: int = 200,
+               overwrite: bool = False, progress: bool = True) -> int:
     """The `embed` command as a function; returns the number of lines written.
 
     INPUT is read once, so a pipe or standard input ("-") works (the progress bar then
@@ -90,7 +95,7 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Path,
     lines = read_lines(input_path)  # checks the file before the model is loaded
     check_output(input_path, output_path, overwrite=overwrite)
     device = select_device(gpu_id)
-    bilm = load_bilm(weights, options).to(device)
+    bilm = load_bilm(weights, options, format=weights_format).to(device)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
     for_model, for_index = itertools.tee(lines)

@@ -49,6 +49,14 @@ def pretrain_cli(
     lr_schedule: Optional[str] = typer.Option(
         None, "--lr-schedule", help="constant, linear, cosine or inverse_sqrt"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this step"),
+    max_minutes: Optional[float] = typer.Option(
+        None, "--max-minutes",
+        help="Also stop (evaluate, checkpoint, export) after this many minutes of training "
+             "steps, summed over resumes: runs of equal time budget"),
+    max_cpu_minutes: Optional[float] = typer.Option(
+        None, "--max-cpu-minutes",
+        help="The same for the process's CPU time (all threads): equal compute budgets on a "
+             "machine shared with other work"),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Dev eval interval"),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every",
                                                    help="Checkpoint interval in steps"),
@@ -63,6 +71,15 @@ def pretrain_cli(
     init_options: Optional[str] = typer.Option(None, "--init-options",
                                                help="options.json of --init-weights"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="cpu, cuda, cuda:N or auto (default: a GPU if there is one)"),
+    precision: Optional[str] = typer.Option(
+        None, "--precision",
+        help="fp32 (default) or bf16: bf16 matmuls over fp32 weights, optimizer and cell "
+             "state; pays on GPUs and on CPUs with AVX512-BF16/AMX only"),
+    lstm_backward: Optional[str] = typer.Option(
+        None, "--lstm-backward",
+        help="fused (default: a hand-written LSTM backward) or autograd (the reference)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed"),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run in --output (start one if there is none)"),
@@ -80,10 +97,13 @@ def pretrain_cli(
              "vocab_size": vocab_size, "batch_size": batch_size,
              "shuffle_buffer": shuffle_buffer, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
-             "lr_schedule": lr_schedule, "max_steps": max_steps, "eval_every": eval_every,
+             "lr_schedule": lr_schedule, "max_steps": max_steps, "max_minutes": max_minutes,
+             "max_cpu_minutes": max_cpu_minutes,
+             "eval_every": eval_every,
              "checkpoint_every": checkpoint_every, "checkpoint_minutes": checkpoint_minutes,
              "snapshot_every": snapshot_every,
              "init_weights": init_weights, "init_options": init_options, "threads": threads,
+             "device": device, "precision": precision, "lstm_backward": lstm_backward,
              "seed": seed}
     try:
         flags["options"] = parse_options(options)

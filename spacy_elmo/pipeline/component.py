@@ -13,6 +13,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
+from ..bilm.weights import FORMATS
 from ..errors import ElmoError, Errors
 from ..validation import boolean, check_all, number, numbers, path
 from .elmo_model import has_bilm
@@ -35,25 +36,27 @@ dropout = 0.0
     "elmo",
     assigns=["doc._.elmo", "doc._.elmo_layers"],
     default_config={"model": DEFAULT_MODEL, "weights": None, "options": None,
-                    "store_layers": False, "set_vector_hooks": True, "mix_weights": None,
-                    "gamma": 1.0},
+                    "weights_format": "auto", "store_layers": False, "set_vector_hooks": True,
+                    "mix_weights": None, "gamma": 1.0},
 )
 def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
-              weights: Optional[str], options: Optional[str], store_layers: bool,
-              set_vector_hooks: bool, mix_weights: Optional[List[float]], gamma: float
-              ) -> ElmoComponent:
+              weights: Optional[str], options: Optional[str], weights_format: str,
+              store_layers: bool, set_vector_hooks: bool, mix_weights: Optional[List[float]],
+              gamma: float) -> ElmoComponent:
     """ELMo vectors on `doc._.elmo` (and all layers on `doc._.elmo_layers`).
 
-    weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, or a URL;
-    None uses the bundled small English biLM. options: options.json when it is not beside
-    the weights. store_layers: keep all L+1 layers on every doc (memory: (L+1) * width * 4
-    bytes per token). set_vector_hooks: make token/span/doc `.vector` and `.similarity()`
-    use ELMo. mix_weights: this component's weights of the layers (normalised; None =
-    equal), gamma: their scale.
+    weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, an
+    ELMoForManyLangs model directory, or a URL; None uses the bundled small English biLM.
+    options: options.json when it is not beside the weights (for an ELMoForManyLangs model:
+    its network config, when the model directory lacks it). weights_format: "auto"
+    (detected), "allennlp" or "efml". store_layers: keep all L+1 layers on every doc
+    (memory: (L+1) * width * 4 bytes per token). set_vector_hooks: make token/span/doc
+    `.vector` and `.similarity()` use ELMo. mix_weights: this component's weights of the
+    layers (normalised; None = equal), gamma: their scale.
     """
     return ElmoComponent(nlp.vocab, model, name, weights=weights, options=options,
-                         store_layers=store_layers, set_vector_hooks=set_vector_hooks,
-                         mix_weights=mix_weights, gamma=gamma)
+                         weights_format=weights_format, store_layers=store_layers,
+                         set_vector_hooks=set_vector_hooks, mix_weights=mix_weights, gamma=gamma)
 
 
 COMPONENT_RULES = {"weights": path(optional=True), "options": path(optional=True),
@@ -70,8 +73,9 @@ class ElmoComponent(TrainablePipe):
 
     def __init__(self, vocab: Vocab, model: Model, name: str = "elmo", *,
                  weights: Optional[str] = None, options: Optional[str] = None,
-                 store_layers: bool = False, set_vector_hooks: bool = True,
-                 mix_weights: Optional[List[float]] = None, gamma: float = 1.0) -> None:
+                 weights_format: str = "auto", store_layers: bool = False,
+                 set_vector_hooks: bool = True, mix_weights: Optional[List[float]] = None,
+                 gamma: float = 1.0) -> None:
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -80,12 +84,16 @@ class ElmoComponent(TrainablePipe):
         # nlp.replace_listeners(...): listeners become a private copy of this biLM
         model.attrs["replace_listener"] = replace_listener
         model.attrs["replace_listener_cfg"] = replace_listener_cfg
+        if weights_format not in FORMATS:
+            raise ElmoError(Errors.E012.format(value=weights_format, name="weights_format",
+                                               choices=list(FORMATS)))
         check_all({"weights": weights, "options": options, "store_layers": store_layers,
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
                    "gamma": gamma}, COMPONENT_RULES, Errors.E020,
                   {key: f"[components.{name}] {key}" for key in COMPONENT_RULES})
         self.cfg: Dict[str, Any] = {"weights": None if weights is None else str(weights),
                     "options": None if options is None else str(options),
+                    "weights_format": weights_format,
                     "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
                     "mix_weights": mix_weights, "gamma": gamma}
         register_extensions()
@@ -137,7 +145,8 @@ class ElmoComponent(TrainablePipe):
         self._load()
 
     def _load(self) -> None:
-        load_weights_into(self.model, self.cfg["weights"], self.cfg["options"])
+        load_weights_into(self.model, self.cfg["weights"], self.cfg["options"],
+                          weights_format=self.cfg.get("weights_format", "auto"))
         weights = self.cfg["mix_weights"]
         n_layers = self.model.get_dim("nL")
         if weights is not None and len(weights) != n_layers:

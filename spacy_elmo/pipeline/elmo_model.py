@@ -18,7 +18,8 @@ from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
-from ..errors import ElmoError, Errors, Warnings
+from ..bilm.dictionary import TokenDictionary
+from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
 from .cache import OutputCache
 from .segments import Segment, length_batches, split_docs
@@ -121,7 +122,7 @@ def set_bilm(model: Model, bilm: BiLM) -> None:
     """Put a biLM into an ElmoModel (replacing any earlier one) and set its dims."""
     holder = get_holder(model)
     holder.bilm = bilm.to(get_torch_default_device())
-    holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    holder.char_ids = bilm.token_ids()
     holder.generation += 1
     _set_dims(model, bilm.options)
 
@@ -184,12 +185,10 @@ def _warn_truncation(holder: BiLMHolder, segments: List[Segment]) -> None:
     """Say (once per loaded model) that tokens were cut to the biLM's per-token budget."""
     if holder.warned_truncation or holder.char_ids is None:
         return
-    limit = holder.char_ids.max_bytes
     long = holder.char_ids.too_long(w for seg in segments for w in seg.words)
     if long:
         holder.warned_truncation = True
-        warnings.warn(Warnings.W002.format(n=len(long), limit=limit, cjk=limit // 3,
-                                           example=long[0][:60]), stacklevel=2)
+        warnings.warn(holder.char_ids.truncation_warning(long), stacklevel=2)
 
 
 def _apply_settings(model: Model, bilm: BiLM) -> None:
@@ -212,18 +211,22 @@ def _serialize_holder(holder: BiLMHolder) -> bytes:
         return b""
     buffer = io.BytesIO()
     torch.save(holder.bilm.state_dict(), buffer)
-    return srsly.msgpack_dumps({"options": holder.bilm.options.to_json_dict(),
-                                "state": buffer.getvalue()})
+    msg = {"options": holder.bilm.options.to_json_dict(), "state": buffer.getvalue()}
+    if holder.bilm.dictionary is not None:  # an ELMoForManyLangs model's characters and words
+        msg["dictionary"] = holder.bilm.dictionary.to_dict()
+    return srsly.msgpack_dumps(msg)
 
 
 def _deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHolder:
     if not data:
         return holder
     msg = srsly.msgpack_loads(data)
-    bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]))
+    dictionary = msg.get("dictionary")
+    bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]),
+                dictionary=None if dictionary is None else TokenDictionary.from_dict(dictionary))
     state = torch.load(io.BytesIO(msg["state"]), map_location=device, weights_only=True)
     bilm.load_state_dict(state)
     holder.bilm = bilm.to(device).eval()
-    holder.char_ids = CharIds(bilm.options.max_characters_per_token)
+    holder.char_ids = bilm.token_ids()
     holder.generation += 1
     return holder

@@ -52,8 +52,9 @@ def fetch(location: Union[str, Path]) -> Path:
 
 
 def load_weights_into(model: Model, weights: Optional[str], options: Optional[str], *,
-                      reload: bool = True) -> None:
-    """Load a biLM into an ElmoModel. `weights` None means the bundled English biLM.
+                      reload: bool = True, weights_format: str = "auto") -> None:
+    """Load a biLM into an ElmoModel. `weights` None means the bundled English biLM;
+    `weights_format` is "auto", "allennlp" or "efml" (see `load_bilm`).
 
     With reload=False a model that already holds a biLM (e.g. from a saved pipeline) is
     left as it is.
@@ -67,4 +68,5 @@ def load_weights_into(model: Model, weights: Optional[str], options: Optional[st
         weights_path = bundled
     else:
         weights_path = fetch(weights)
-    set_bilm(model, load_bilm(weights_path, fetch(options) if options else None))
+    set_bilm(model, load_bilm(weights_path, fetch(options) if options else None,
+                              format=weights_format))

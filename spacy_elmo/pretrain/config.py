@@ -29,6 +29,8 @@ FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split
                "init_weights", "shuffle_buffer")
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
+PRECISIONS = ("fp32", "bf16")
+LSTM_BACKWARDS = ("fused", "autograd")
 SETTING_RULES: Dict[str, Rule] = {
     "train": strings(), "dev": strings(), "output": string(), "lang": string(),
     "segmenter": string(optional=True), "split_sentences": boolean(),
@@ -41,12 +43,15 @@ SETTING_RULES: Dict[str, Rule] = {
     "dropout": number(0, 1, high_open=True), "optimizer": choice(OPTIMIZERS),
     "lr": number(0, low_open=True), "lr_schedule": choice(SCHEDULES),
     "warmup_steps": integer(0), "clip_norm": number(0, low_open=True),
-    "sum_over_steps": boolean(), "max_steps": integer(1), "eval_every": integer(1),
+    "sum_over_steps": boolean(), "max_steps": integer(1),
+    "max_minutes": number(0, low_open=True, optional=True),
+    "max_cpu_minutes": number(0, low_open=True, optional=True), "eval_every": integer(1),
     "dev_max_tokens": integer(1, optional=True), "log_every": integer(1),
     "checkpoint_every": integer(1), "checkpoint_minutes": number(0, low_open=True,
                                                                  optional=True),
     "snapshot_every": integer(1, optional=True), "seed": integer(),
     "threads": integer(1, optional=True), "device": string(),
+    "precision": choice(PRECISIONS), "lstm_backward": choice(LSTM_BACKWARDS),
 }
 
 
@@ -82,6 +87,8 @@ class PretrainConfig:
     clip_norm: float = 10.0
     sum_over_steps: bool = True
     max_steps: int = 10_000
+    max_minutes: Optional[float] = None
+    max_cpu_minutes: Optional[float] = None
     eval_every: int = 500
     dev_max_tokens: Optional[int] = 100_000
     log_every: int = 10
@@ -91,6 +98,8 @@ class PretrainConfig:
     seed: int = 0
     threads: Optional[int] = None
     device: str = "auto"
+    precision: str = "fp32"
+    lstm_backward: str = "fused"
 
     def __post_init__(self) -> None:
         check_all(self.__dict__, SETTING_RULES, Errors.E112)

@@ -310,7 +310,7 @@ def decode(piece: bytes) -> Optional[str]:
 def warn_undecodable(n: int, files: Sequence[Path], during: str) -> None:
     """Say how many lines of a corpus were skipped as not UTF-8 (nothing when none)."""
     if n:
-        warnings.warn(Warnings.W004.format(n=n, paths=[str(p) for p in files], during=during),
+        warnings.warn(Warnings.W005.format(n=n, paths=[str(p) for p in files], during=during),
                       stacklevel=3)
 
 

@@ -36,6 +36,7 @@ from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
+from .precision import autocast, check_precision
 from .rundir import (
     CONFIG_NAME,
     CURVES_NAME,
@@ -121,6 +122,8 @@ def make_bilm(config: PretrainConfig) -> BiLM:
     if config.init_weights is None:
         return BiLM(config.bilm_options())
     bilm = load_bilm(config.init_weights, config.init_options).train()
+    if bilm.dictionary is not None:
+        raise ElmoError(Errors.E042.format(path=config.init_weights))
     found = bilm.options
     for key, given in config.options.items():
         value = getattr(found, key, None)
@@ -129,6 +132,17 @@ def make_bilm(config: PretrainConfig) -> BiLM:
         if value != given:
             raise ElmoError(Errors.E104.format(key=key, given=given, found=value))
     return bilm
+
+
+def make_optimizer(config: PretrainConfig, params: List[torch.nn.Parameter]
+                   ) -> torch.optim.Optimizer:
+    """Adagrad (bilm-tf's, accumulators start at 1.0) or Adam, with torch's fused kernel
+    (one pass over each tensor: about 2.4x faster than the default step on CPU; the same
+    state, so checkpoints move between the two)."""
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr, fused=True)
+    return torch.optim.Adagrad(params, lr=config.lr, initial_accumulator_value=1.0,
+                               fused=True)
 
 
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
@@ -187,6 +201,8 @@ class Trainer:
         model.dropout.p = config.dropout
         bilm.set_dropout(config.dropout)
         self.options = options
+        bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
+        check_precision(ctx.device, config.precision)
         self.model = model.to(ctx.device).train()
         self.net: torch.nn.Module = self.model
         if ctx.distributed:
@@ -196,11 +212,13 @@ class Trainer:
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
+        self.cpu_elapsed = 0.0  # process CPU time (all threads) of the training steps
         source_state, buffers, state = None, None, None
         if saved is not None:
             self.optimizer.load_state_dict(saved["optimizer"])
             self.step, self.tokens = saved["step"], saved["tokens"]
             self.elapsed = saved["elapsed"]
+            self.cpu_elapsed = saved.get("cpu_elapsed", 0.0)
             mine = saved["ranks"][ctx.rank]
             source_state = SourceState(**mine["source"])
             buffers = [RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]]
@@ -242,15 +260,15 @@ class Trainer:
         return vocab if self.ctx.is_main else Vocab.from_file(self.out / VOCAB_NAME)
 
     def _optimizer(self) -> torch.optim.Optimizer:
-        params = list(self.model.parameters())
-        if self.config.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.config.lr)
-        return torch.optim.Adagrad(params, lr=self.config.lr, initial_accumulator_value=1.0)
+        return make_optimizer(self.config, list(self.model.parameters()))
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
-        out = self.net(batch, self.state)
-        self.state = out.state.detach()
+        with autocast(self.ctx.device, self.config.precision):
+            out = self.net(batch, self.state)
+        # fp32 whatever the precision (bf16 h values are exact in fp32), so that a
+        # checkpoint's state does not depend on it
+        self.state = LSTMState(out.state.h.detach().float(), out.state.c.detach().float())
         loss = out.mean_loss
         self.optimizer.zero_grad(set_to_none=True)
         # bilm-tf: the gradient of the loss summed over a window's steps, averaged over rows
@@ -281,6 +299,7 @@ class Trainer:
         if self.ctx.is_main:
             save_checkpoint(self.out / CHECKPOINT_NAME, {
                 "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                "cpu_elapsed": self.cpu_elapsed,
                 "world_size": self.ctx.world_size, "frozen": self.frozen,
                 "options": self.options, "vocab": self.vocab.words,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -308,6 +327,16 @@ class Trainer:
                            "(pip install 'spacy-elmo[plot]')")
                 self._plot_warned = True
 
+    def out_of_time(self) -> bool:
+        """Whether the run has spent `max_minutes` of training time or `max_cpu_minutes` of
+        its CPU time (on any process)."""
+        wall, cpu = self.config.max_minutes, self.config.max_cpu_minutes
+        if wall is None and cpu is None:
+            return False
+        spent = ((wall is not None and self.elapsed >= 60 * wall)
+                 or (cpu is not None and self.cpu_elapsed >= 60 * cpu))
+        return ddp.any_flag(self.ctx, spent)[0]
+
     def run(self) -> TrainResult:
         config = self.config
         bar = tqdm(total=config.max_steps, initial=self.step, unit="step",
@@ -318,34 +347,38 @@ class Trainer:
         dev_step = -1
         stopped = False
         with StopSignal() as stop:
-            while self.step < config.max_steps:
-                t0 = time.monotonic()
+            last = self.step >= config.max_steps or self.out_of_time()
+            while not last:
+                t0, cpu0 = time.monotonic(), time.process_time()
                 losses.append(self.train_step())
                 self.elapsed += time.monotonic() - t0
+                self.cpu_elapsed += time.process_time() - cpu0
                 interval_time += time.monotonic() - t0
                 bar.update(1)
-                if self.step % config.log_every == 0 or self.step == config.max_steps:
+                last = self.step >= config.max_steps or self.out_of_time()
+                if self.step % config.log_every == 0 or last:
                     speed = (self.tokens - interval_tokens) / max(interval_time, 1e-9)
                     loss = sum(losses) / len(losses)
                     self.log({"type": "train", "step": self.step, "tokens": self.tokens,
                               "loss": loss, "ppl": math.exp(min(loss, 50.0)),
                               "lr": self.optimizer.param_groups[0]["lr"],
-                              "tokens_per_s": speed, "elapsed_s": self.elapsed})
+                              "tokens_per_s": speed, "elapsed_s": self.elapsed,
+                              "cpu_s": self.cpu_elapsed})
                     bar.set_postfix({"tok/s": f"{speed:.0f}", "loss": f"{loss:.3f}",
                                      "ppl": f"{math.exp(min(loss, 50.0)):.1f}",
                                      **({"dev_ppl": f"{dev['dev_ppl']:.1f}"} if dev else {})})
                     interval_time, interval_tokens, losses = 0.0, self.tokens, []
                 if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
-                                                      or self.step == config.max_steps):
+                                                      or last):
                     dev, dev_step = self.evaluate(), self.step
-                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens, **dev})
+                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
+                              "elapsed_s": self.elapsed, "cpu_s": self.cpu_elapsed, **dev})
                     self.plot()
                 if (config.snapshot_every and self.ctx.is_main
                         and self.step % config.snapshot_every == 0):
                     self.snapshot(dev if dev_step == self.step else None)
                 minutes = config.checkpoint_minutes
-                due = (self.step % config.checkpoint_every == 0
-                       or self.step == config.max_steps
+                due = (self.step % config.checkpoint_every == 0 or last
                        or (minutes is not None and time.monotonic() - last_saved > 60 * minutes))
                 save, stopped = ddp.any_flag(self.ctx, due, stop.requested)
                 if save or stopped:

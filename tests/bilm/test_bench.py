@@ -1,6 +1,7 @@
 """The benchmark script runs (a smoke run: no timings are asserted)."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_embed.py"
@@ -17,3 +18,19 @@ def test_quick_benchmark_runs(tmp_path):
     assert "| tiny |" in text and "--quick" in text
     assert len(bench.make_sentences(32)) == 32
     assert all(10 <= len(s) <= 30 for s in bench.make_sentences(32))
+
+
+def test_pretrain_benchmark_runs_every_path(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "bench_pretrain", BENCH.parent / "bench_pretrain.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_pretrain"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    out = tmp_path / "pretrain.md"
+    text = bench.main(["--shapes", "tiny", "--threads", "1", "--rows", "4,8", "--window", "5",
+                       "--vocab", "300", "--negatives", "32", "--repeats", "1",
+                       "--paths", "reference,fast", "--out", str(out)])
+    assert out.read_text(encoding="utf-8") == text
+    assert "| tiny | reference" in text and "| tiny | fast" in text
+    assert "4x5" in text and "8x5" in text and "| LSTM |" in text

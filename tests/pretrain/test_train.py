@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.cli import app
+from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.trainer import Trainer, train
 
@@ -115,3 +116,22 @@ def test_snapshots_hold_each_exported_model_with_its_dev_perplexity(tmp_path):
     final = load_bilm(tmp_path / "run" / "model").eval()
     with torch.no_grad():
         assert torch.equal(final(ids).layers, b)
+
+
+@pytest.mark.parametrize("budget", ["max_minutes", "max_cpu_minutes"])
+def test_time_budget_stops_evaluates_and_exports(tmp_path, budget):
+    """`max_minutes` (wall) and `max_cpu_minutes`: a run ends like one that reached
+    max_steps (dev eval, checkpoint, export) once its training steps have taken that long,
+    and a resume with a larger budget continues it."""
+    config = tiny_config(tmp_path, max_steps=10_000, eval_every=1000, **{budget: 1e-6})
+    result = train(config, progress=False)
+    assert not result.stopped and result.step == 1
+    assert (tmp_path / "run" / "model" / "weights.hdf5").exists()
+    records = [json.loads(line) for line in
+               (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "dev"] == [1]
+    more = train(tiny_config(tmp_path, max_steps=3), resume=True, progress=False)
+    assert more.step == 3
+    assert load_checkpoint(tmp_path / "run")["cpu_elapsed"] > 0
+    with pytest.raises(ElmoError, match=budget):
+        tiny_config(tmp_path, **{budget: 0})

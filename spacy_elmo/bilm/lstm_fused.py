@@ -1,0 +1,168 @@
+"""A projected-LSTM layer with a hand-written backward pass, for training.
+
+The forward pass is the same arithmetic as `ProjectedLSTMLayer._step`, op for op, so its
+outputs are bitwise those of the autograd path; it keeps what the backward needs in packed
+buffers (one row per packed step, as the input). The backward runs the recurrence in
+reverse with a handful of fused elementwise ops per step, and computes every weight
+gradient (input, hidden, projection, bias) and the input gradient as one large matmul over
+all steps, instead of autograd's small per-step products and its zero-filled gate slices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+import torch
+
+
+def fused_lstm_layer(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
+                     bias: torch.Tensor, w_proj: torch.Tensor, h0: torch.Tensor,
+                     c0: torch.Tensor, sizes: List[int], cell_clip: Optional[float],
+                     proj_clip: Optional[float], group_rows: int
+                     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Packed steps x (2, N, in) -> outputs (2, N, proj), final h (2, R, proj) and c.
+
+    `bias` includes the constant forget bias; `sizes` are the rows running at each step
+    (non-increasing, positive, summing to N)."""
+    out, h, c = _FusedLSTM.apply(x, w_input, w_hidden, bias, w_proj, h0, c0, sizes,
+                                 cell_clip, proj_clip, group_rows)
+    return out, h, c
+
+
+def _groups(sizes: List[int], max_rows: int) -> List[List[int]]:
+    """Consecutive steps in runs of about `max_rows` packed rows (at least one step)."""
+    groups: List[List[int]] = []
+    rows = 0
+    for n in sizes:
+        if not groups or rows + n > max_rows:
+            groups.append([])
+            rows = 0
+        groups[-1].append(n)
+        rows += n
+    return groups
+
+
+class _FusedLSTM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
+                bias: torch.Tensor, w_proj: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                sizes: List[int], cell_clip: Optional[float], proj_clip: Optional[float],
+                group_rows: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        H = w_proj.shape[1]
+        N = x.shape[1]
+        acts = x.new_empty(2, N, 4 * H)  # sigmoid(i), tanh(j), sigmoid(f), sigmoid(o)
+        c_prev = x.new_empty(2, N, H)
+        c_raw = x.new_empty(2, N, H) if cell_clip is not None else None
+        tanh_c = x.new_empty(2, N, H)
+        m_all = x.new_empty(2, N, H)  # tanh(c) * o, the projection's input
+        h_prev = x.new_empty(2, N, h0.shape[-1])
+        out = x.new_empty(2, N, h0.shape[-1])
+        h_raw = x.new_empty(2, N, h0.shape[-1]) if proj_clip is not None else None
+        b = bias[:, None, :]
+        h, c = h0, c0
+        done_h: List[torch.Tensor] = []
+        done_c: List[torch.Tensor] = []
+        offset = 0
+        for group_sizes in _groups(sizes, group_rows):
+            n_group = sum(group_sizes)
+            gates_x = torch.bmm(x[:, offset : offset + n_group], w_input).add_(b)
+            for gates_t in gates_x.split(group_sizes, dim=1):
+                n = gates_t.shape[1]
+                rows = slice(offset, offset + n)
+                if n < h.shape[1]:
+                    done_h.append(h[:, n:])
+                    done_c.append(c[:, n:])
+                    h, c = h[:, :n], c[:, :n]
+                h_prev[:, rows] = h
+                c_prev[:, rows] = c
+                gates = torch.baddbmm(gates_t, h, w_hidden)
+                act = acts[:, rows]
+                torch.sigmoid(gates, out=act)
+                act[..., H : 2 * H] = torch.tanh(gates[..., H : 2 * H])
+                c = torch.addcmul(act[..., 2 * H : 3 * H] * c, act[..., :H],
+                                  act[..., H : 2 * H])
+                if c_raw is not None:
+                    c_raw[:, rows] = c
+                    c = c.clamp(-cell_clip, cell_clip)  # type: ignore[operator]
+                tc = torch.tanh(c)
+                tanh_c[:, rows] = tc
+                m = tc * act[..., 3 * H :]
+                m_all[:, rows] = m
+                h = torch.bmm(m, w_proj)
+                if h_raw is not None:
+                    h_raw[:, rows] = h
+                    h = h.clamp(-proj_clip, proj_clip)  # type: ignore[operator]
+                out[:, rows] = h
+                offset += n
+        final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
+        final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
+        ctx.sizes = sizes
+        ctx.clips = (cell_clip, proj_clip)
+        ctx.n_rows = h0.shape[1]
+        ctx.save_for_backward(x, w_input, w_hidden, w_proj, acts, c_prev, tanh_c, m_all,
+                              h_prev, *(t for t in (c_raw, h_raw) if t is not None))
+        return out, final_h, final_c
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor, grad_h: torch.Tensor,
+                 grad_c: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+        x, w_input, w_hidden, w_proj, acts, c_prev, tanh_c, m_all, h_prev, *raw = (
+            ctx.saved_tensors)
+        cell_clip, proj_clip = ctx.clips
+        c_raw = raw.pop(0) if cell_clip is not None else None
+        h_raw = raw.pop(0) if proj_clip is not None else None
+        sizes: List[int] = ctx.sizes
+        H = w_proj.shape[1]
+        d_gates = acts.new_empty(acts.shape)
+        d_hraw = acts.new_empty(grad_out.shape)
+        w_proj_t = w_proj.transpose(1, 2)
+        w_hidden_t = w_hidden.transpose(1, 2)
+        R = ctx.n_rows
+        dh = grad_h.new_zeros(2, 0, grad_h.shape[-1])
+        dc = grad_c.new_zeros(2, 0, grad_c.shape[-1])
+        end = x.shape[1]
+        # per step, on the step's own (cache-resident) slices: the elementwise work is
+        # memory-bound, and whole-sequence temporaries would stream through memory
+        for n in reversed(sizes):
+            start = end - n
+            rows = slice(start, end)
+            # rows whose last step is this one bring the gradient of their final state
+            if dh.shape[1] < n:
+                dh = torch.cat([dh, grad_h[:, dh.shape[1] : n]], dim=1)
+                dc = torch.cat([dc, grad_c[:, dc.shape[1] : n]], dim=1)
+            # the gradient reaching this step's h (its output and the next step), then
+            # through the projection clip
+            g = torch.add(dh, grad_out[:, rows], out=d_hraw[:, rows])
+            if h_raw is not None:
+                g.masked_fill_(h_raw[:, rows].abs() > proj_clip, 0.0)
+            dm = torch.bmm(g, w_proj_t)
+            a = acts[:, rows]
+            tc = tanh_c[:, rows]
+            o = a[..., 3 * H :]
+            dmo = dm * o
+            dc = torch.addcmul(dc + dmo, dmo, tc * tc, value=-1.0)
+            if c_raw is not None:
+                dc.masked_fill_(c_raw[:, rows].abs() > cell_clip, 0.0)
+            dg = d_gates[:, rows]
+            # d pre-activation = d activation * activation' : sigmoid' = a (1 - a) for
+            # i, f, o; tanh' = 1 - j^2 for j
+            torch.mul(a, 1.0 - a, out=dg)
+            i, j, f = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H]
+            dg[..., :H].mul_(j).mul_(dc)
+            torch.addcmul(dc, dc * j, j, value=-1.0, out=dg[..., H : 2 * H]).mul_(i)
+            dg[..., 2 * H : 3 * H].mul_(c_prev[:, rows]).mul_(dc)
+            dg[..., 3 * H :].mul_(tc).mul_(dm)
+            dc = dc * f
+            dh = torch.bmm(dg, w_hidden_t)
+            end = start
+        if dh.shape[1] < R:  # rows that never ran pass their final-state gradient through
+            dh = torch.cat([dh, grad_h[:, dh.shape[1] :]], dim=1)
+            dc = torch.cat([dc, grad_c[:, dc.shape[1] :]], dim=1)
+        need = ctx.needs_input_grad
+        d_x = torch.bmm(d_gates, w_input.transpose(1, 2)) if need[0] else None
+        d_w_input = torch.bmm(x.transpose(1, 2), d_gates) if need[1] else None
+        d_w_hidden = torch.bmm(h_prev.transpose(1, 2), d_gates) if need[2] else None
+        d_bias = d_gates.sum(1) if need[3] else None
+        d_w_proj = torch.bmm(m_all.transpose(1, 2), d_hraw) if need[4] else None
+        return (d_x, d_w_input, d_w_hidden, d_bias, d_w_proj, dh if need[5] else None,
+                dc if need[6] else None, None, None, None, None)

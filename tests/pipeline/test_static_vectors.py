@@ -1,0 +1,88 @@
+"""The word2vec rows end to end: vectors trained on text -> `spacy init vectors` -> the CNN +
+word2vec and [word2vec + features ; ELMo] configs train with them."""
+
+import numpy as np
+import pytest
+import spacy
+from spacy.cli.init_pipeline import init_vectors_cli
+from spacy.cli.train import train
+from spacy.tokens import Doc, DocBin
+
+from spacy_elmo.pretrain.config import PretrainConfig
+
+from ..test_project import _load_convert
+from .conftest import CONFIGS, toy_docs
+
+pytest.importorskip("gensim")
+
+
+def _vectors(directory, lang, lines, **settings):
+    """scripts/train_word2vec.py on the lines, then `spacy init vectors` (the project's two
+    steps); returns the vectors pipeline and word2vec's own vectors."""
+    directory.mkdir()
+    (directory / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    w2v = _load_convert("train_word2vec")
+    config = PretrainConfig(train=[str(directory / "text.txt")], lang=lang, **settings)
+    w2v.make_vectors(directory, config, dim=8, min_count=1, epochs=2, threads=1)
+    init_vectors_cli(lang, directory / "vectors.txt", directory / "nlp", prune=-1, truncate=0,
+                     mode="default", name=None, verbose=False, jsonl_loc=None, attr="ORTH")
+    rows = [line.split(" ") for line in
+            (directory / "vectors.txt").read_text(encoding="utf-8").splitlines()[1:]]
+    return directory / "nlp", {r[0]: np.array(r[1:], dtype="float32") for r in rows}
+
+
+@pytest.fixture(scope="module")
+def en_vectors(tmp_path_factory):
+    nlp = spacy.blank("en")
+    texts = [d.text for d in toy_docs(nlp, 40, seed=3)]
+    return _vectors(tmp_path_factory.mktemp("w2v") / "en", "en", texts)
+
+
+def _train(config_name, corpus, out, vectors, **extra):
+    overrides = {"paths.train": str(corpus / "train.spacy"),
+                 "paths.dev": str(corpus / "dev.spacy"), "paths.vectors": str(vectors),
+                 "training.max_steps": 3, "training.eval_frequency": 3, **extra}
+    train(CONFIGS / config_name, out, overrides=overrides)
+    return spacy.load(out / "model-best")
+
+
+def test_cnn_with_word2vec_vectors_trains_and_uses_them(en_vectors, toy_corpus, tmp_path):
+    path, gensim_vectors = en_vectors
+    nlp = _train("ner_cnn_vectors.cfg", toy_corpus, tmp_path / "out", path)
+    vectors = nlp.vocab.vectors
+    assert vectors.shape == (len(gensim_vectors), 8)
+    np.testing.assert_allclose(nlp.vocab["Alice"].vector, gensim_vectors["Alice"], atol=1e-6)
+    tok2vec = nlp.get_pipe("tok2vec")
+    doc = nlp.make_doc("Alice went to Paris today .")
+    before = tok2vec.predict([doc])[0].copy()
+    vectors.data[:] = 0
+    assert not np.allclose(before, tok2vec.predict([doc])[0])
+
+
+def test_word2vec_features_beside_elmo_train(en_vectors, toy_corpus, weights_dir, tmp_path):
+    path, gensim_vectors = en_vectors
+    nlp = _train("textcat_elmo_concat_vectors.cfg", toy_corpus, tmp_path / "out", path,
+                 **{"paths.elmo_weights": str(weights_dir)})
+    assert nlp.vocab.vectors.shape == (len(gensim_vectors), 8)
+    textcat = nlp.get_pipe("textcat").model
+    assert any(node.name == "static_vectors" for node in textcat.walk())
+    assert set(nlp("Bob went to Rome today .").cats) == {"SOUTH", "NORTH"}
+
+
+def test_chinese_character_vectors_train_the_chinese_row(tmp_path):
+    nlp = spacy.blank("zh")
+    lines, docs = [], []
+    for i, (city, cat) in enumerate([("北京", "NORTH"), ("广州", "SOUTH")] * 6):
+        text = f"小明{i % 3}去{city}了。"
+        lines.append(text)
+        doc = nlp(text)
+        doc.cats = {"NORTH": float(cat == "NORTH"), "SOUTH": float(cat == "SOUTH")}
+        docs.append(doc)
+    path, gensim_vectors = _vectors(tmp_path / "zh", "zh", lines, segmenter="char")
+    assert all(len(key) == 1 for key in gensim_vectors)  # character vectors
+    assert {"北", "京", "。"} <= set(gensim_vectors)
+    DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
+    DocBin(docs=docs[:4]).to_disk(tmp_path / "dev.spacy")
+    trained = _train("zh_textcat_cnn_vectors.cfg", tmp_path, tmp_path / "out", path)
+    assert trained.vocab.vectors.shape == (len(gensim_vectors), 8)
+    assert isinstance(trained("小明去广州了。"), Doc)

@@ -1,0 +1,146 @@
+"""The pretraining fast paths against the reference: the hand-written LSTM backward and
+bf16 mixed precision.
+
+Tolerances: the fused backward runs the same forward op for op (outputs bitwise equal) and
+sums the weight gradients over steps in one matmul instead of step by step, so gradients
+agree to fp32 rounding (relative 1e-5). bf16 rounds every matmul input to 8 significant
+bits: a step's loss agrees to about 1% and gradients point the same way (cosine > 0.99).
+"""
+
+import warnings
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import BiLM, BiLMOptions
+from spacy_elmo.bilm.lm import BiLanguageModel
+from spacy_elmo.bilm.lstm import LSTMState
+from spacy_elmo.pretrain import precision as precision_module
+from spacy_elmo.pretrain.batches import BatchMaker, TrainStreams
+from spacy_elmo.pretrain.corpus import SentenceSource, TextSettings
+from spacy_elmo.pretrain.trainer import train
+from spacy_elmo.pretrain.vocab import Vocab
+
+from .conftest import TINY_OPTIONS, tiny_config, write_corpus
+from .test_resume import params, train_losses
+
+OPTIONS = BiLMOptions(lstm_dim=16, projection_dim=8, n_layers=2, char_embed_dim=4,
+                      filters=((1, 4), (2, 4), (3, 8)), n_highway=1, cell_clip=0.5,
+                      proj_clip=0.1)
+
+
+def run_lstm(bilm, x, lengths, state, fused):
+    """Outputs, final state and every gradient of a fixed random loss over all of them."""
+    bilm.zero_grad()
+    bilm.lstm.set_fused_backward(fused)
+    x = x.clone().requires_grad_(True)
+    h0 = state.h.clone().requires_grad_(True)
+    c0 = state.c.clone().requires_grad_(True)
+    outputs, final = bilm.lstm(x[0], x[1], lengths, LSTMState(h0, c0))
+    gen = torch.Generator().manual_seed(3)
+    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outputs)
+    loss = loss + (final.h * torch.randn(final.h.shape, generator=gen)).sum()
+    loss = loss + (final.c * torch.randn(final.c.shape, generator=gen)).sum()
+    loss.backward()
+    grads = [x.grad, h0.grad, c0.grad] + [p.grad.clone() for p in bilm.lstm.parameters()]
+    return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads
+
+
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("lengths", [[7, 7, 7], [7, 3, 7, 1, 5, 0]])
+def test_fused_backward_matches_autograd(clip, lengths):
+    options = OPTIONS if clip else BiLMOptions(**{**OPTIONS.__dict__, "cell_clip": None,
+                                                  "proj_clip": None, "extra": {}})
+    torch.manual_seed(0)
+    bilm = BiLM(options)
+    rows = len(lengths)
+    x = torch.randn(2, rows, 7, options.projection_dim) * 2
+    L, P, H = options.n_layers, options.projection_dim, options.lstm_dim
+    state = LSTMState(torch.randn(L, 2, rows, P), torch.randn(L, 2, rows, H))
+    lengths_t = torch.tensor(lengths)
+    ref_out, ref_grads = run_lstm(bilm, x, lengths_t, state, fused=False)
+    out, grads = run_lstm(bilm, x, lengths_t, state, fused=True)
+    for a, b in zip(ref_out, out):
+        assert torch.equal(a, b)  # the same forward, op for op
+    for a, b in zip(ref_grads, grads):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
+    if clip:  # the clips were really hit, so their gradient masks were exercised
+        with torch.no_grad():
+            outputs, final = bilm.lstm(x[0], x[1], lengths_t, state)
+        ran = lengths_t > 0  # a row of no steps keeps its initial state
+        assert final.c[:, :, ran].abs().max() == pytest.approx(0.5)
+        assert outputs[0].abs().max() == pytest.approx(0.1)  # layer 0: no residual
+
+
+def test_training_step_fused_matches_reference(tmp_path):
+    """Three steps of a real run: the same losses, parameters within fp32 rounding."""
+    runs = {}
+    for backward in ("fused", "autograd"):
+        runs[backward] = train(tiny_config(tmp_path, output=str(tmp_path / backward),
+                                           max_steps=3, log_every=1,
+                                           lstm_backward=backward),
+                               progress=False)
+    losses = {k: [loss for _, loss in train_losses(tmp_path / k)] for k in runs}
+    assert losses["fused"][0] == losses["autograd"][0]  # same weights: the same forward
+    assert losses["fused"] == pytest.approx(losses["autograd"], rel=1e-5)
+    a, b = params(runs["fused"].model), params(runs["autograd"].model)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_step_close_to_fp32(tmp_path):
+    torch.manual_seed(0)
+    corpus = write_corpus(tmp_path / "c.txt")
+    vocab = Vocab(sorted(set(corpus.read_text().split())))
+    streams = TrainStreams(SentenceSource([corpus], TextSettings(), shuffle=False),
+                           BatchMaker(vocab, 50), rows=4, window=6)
+    batch = streams.next_batch()
+    model = BiLanguageModel(BiLM(OPTIONS), len(vocab), n_negatives=8, dropout=0.0).train()
+    results = {}
+    for prec in ("fp32", "bf16"):
+        model.zero_grad()
+        torch.manual_seed(1)  # the same negatives
+        with precision_module.autocast(torch.device("cpu"), prec):
+            out = model(batch)
+        assert out.loss_fwd.dtype == torch.float32
+        assert out.state.c.dtype == torch.float32  # the cell state stays fp32
+        out.mean_loss.backward()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        results[prec] = (out.mean_loss.item(), grad)
+    assert results["bf16"][0] == pytest.approx(results["fp32"][0], rel=2e-2)
+    cosine = torch.nn.functional.cosine_similarity(results["bf16"][1], results["fp32"][1],
+                                                   dim=0)
+    assert cosine > 0.99
+
+
+def test_bf16_resume_is_exact(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision_module, "native_bf16", lambda device: True)
+    settings = dict(precision="bf16", options=TINY_OPTIONS)
+    straight = train(tiny_config(tmp_path, output=str(tmp_path / "a"), max_steps=8,
+                                 **settings), progress=False)
+    train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=4, **settings),
+          progress=False)
+    resumed = train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=8,
+                                **settings), resume=True, progress=False)
+    a, b = params(straight.model), params(resumed.model)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert train_losses(tmp_path / "b") == train_losses(tmp_path / "a")
+
+
+def test_bf16_on_emulating_device_warns(tmp_path, monkeypatch):
+    monkeypatch.setattr(precision_module, "native_bf16", lambda device: False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(tiny_config(tmp_path, max_steps=1, precision="bf16"), progress=False)
+    assert any("W010" in str(w.message) or "bf16" in str(w.message) for w in caught)
+
+
+def test_bad_precision_is_refused(tmp_path):
+    from spacy_elmo.errors import ElmoError
+
+    with pytest.raises(ElmoError, match="precision"):
+        tiny_config(tmp_path, precision="fp16")
+    with pytest.raises(ElmoError, match="lstm_backward"):
+        tiny_config(tmp_path, lstm_backward="cudnn")

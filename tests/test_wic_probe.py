@@ -1,0 +1,63 @@
+"""scripts/wic_probe.py: reading the WiC layout, the threshold fit, and a whole probe run."""
+
+import json
+
+import numpy as np
+import pytest
+import typer
+
+from .test_project import _load_convert
+
+wic = _load_convert("wic_probe")
+
+
+def write_wic(root, split, rows):
+    (root / split).mkdir(parents=True, exist_ok=True)
+    data = "\n".join("\t".join([w, "N", f"{i}-{j}", a, b]) for w, i, j, a, b, _ in rows)
+    (root / split / f"{split}.data.txt").write_text(data + "\n", encoding="utf-8")
+    gold = "\n".join("T" if same else "F" for *_, same in rows)
+    (root / split / f"{split}.gold.txt").write_text(gold + "\n", encoding="utf-8")
+
+
+ROWS = [
+    ("bank", 1, 4, "the bank raised rates", "we sat by the bank", False),
+    ("bank", 1, 1, "the bank raised rates", "the bank cut rates", True),
+    ("run", 0, 2, "run the company", "they will run fast", False),
+    ("run", 0, 0, "run a shop", "run the company", True),
+]
+
+
+def test_fit_threshold_finds_the_best_cut():
+    scores = np.array([0.1, 0.2, 0.6, 0.7, 0.4])
+    same = np.array([False, False, True, True, False])
+    threshold, accuracy = wic.fit_threshold(scores, same)
+    assert accuracy == 1.0 and 0.4 < threshold < 0.6
+    # all the same score: the best is the majority side
+    threshold, accuracy = wic.fit_threshold(np.zeros(3), np.array([True, True, False]))
+    assert accuracy == pytest.approx(2 / 3) and threshold < 0
+
+
+def test_read_wic_and_its_errors(tmp_path):
+    write_wic(tmp_path, "train", ROWS)
+    pairs = wic.read_wic(tmp_path, "train")
+    assert [p.same for p in pairs] == [False, True, False, True]
+    assert pairs[0].tokens[1][pairs[0].index[1]] == "bank"
+    with pytest.raises(typer.BadParameter, match="dev"):
+        wic.read_wic(tmp_path, "dev")
+    bad = [("bank", 9, 0, "the bank", "a bank", True)]
+    write_wic(tmp_path / "bad", "train", bad)
+    with pytest.raises(typer.BadParameter, match="out of the sentence"):
+        wic.read_wic(tmp_path / "bad", "train")
+
+
+def test_probe_runs_end_to_end(tmp_path, tiny_weights_dir):
+    write_wic(tmp_path / "wic", "train", ROWS)
+    write_wic(tmp_path / "wic", "dev", ROWS[:2])
+    out, rows_json = tmp_path / "wic.md", tmp_path / "wic.json"
+    wic.main(tiny_weights_dir, tmp_path / "wic", out=out, json_out=rows_json, batch_size=3,
+             threads=1)
+    rows = json.loads(rows_json.read_text())
+    assert [r["layer"] for r in rows] == ["0", "1", "2", "mean"]
+    for r in rows:
+        assert 0 <= r["dev"] <= 100 and r["train"] >= 50  # the fit is at least the majority
+    assert "| mean |" in out.read_text()
