@@ -4,11 +4,10 @@ from .chars import BOS_TOKEN, EOS_TOKEN, CharIds, batch_to_ids
 from .lstm import LSTMState
 from .model import BiLM, BiLMOutput, StatefulBiLM, WordCache
 from .options import PRESETS, BiLMOptions, preset
-from .scalar_mix import ScalarMix
 from .weights import load_bilm, read_hdf5, resolve_paths, save_bilm, to_arrays, write_hdf5
 
 __all__ = [
     "BOS_TOKEN", "EOS_TOKEN", "CharIds", "batch_to_ids", "LSTMState", "BiLM", "BiLMOutput",
-    "StatefulBiLM", "WordCache", "PRESETS", "BiLMOptions", "preset", "ScalarMix", "load_bilm",
+    "StatefulBiLM", "WordCache", "PRESETS", "BiLMOptions", "preset", "load_bilm",
     "read_hdf5", "resolve_paths", "save_bilm", "to_arrays", "write_hdf5",
 ]
