@@ -72,10 +72,10 @@ def embed_cli(
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        fail(f"Interrupted: nothing was written to '{output_path}'.", code=130)
+        fail(Errors.E029.format(signal="Ctrl-C (SIGINT)", output=output_path), code=130)
     except Terminated as err:
-        fail(f"Stopped by {signal.Signals(err.signum).name}: nothing was written to "
-             f"'{output_path}'.", code=128 + err.signum)
+        fail(Errors.E029.format(signal=signal.Signals(err.signum).name, output=output_path),
+             code=128 + err.signum)
     msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 

@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..bilm.files import Terminated
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from ..validation import check_all, integer
 from . import app, fail, warn
 
@@ -122,18 +122,16 @@ def pretrain_cli(
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:  # before the training loop, which turns it into a stop
-        fail("Interrupted outside the training loop; files already written are intact "
-             "(continue with --resume if the run has a checkpoint).", code=130)
+        fail(Errors.E120.format(signal="Ctrl-C (SIGINT)"), code=130)
     except Terminated as err:
-        fail(f"Stopped by {signal.Signals(err.signum).name}.", code=128 + err.signum)
+        fail(Errors.E120.format(signal=signal.Signals(err.signum).name), code=128 + err.signum)
     main_rank = int(os.environ.get("RANK", "0")) == 0
     if result.stopped:
         # not finished: a non-zero status, as the shell gives a process the signal killed
         signum = result.signum or signal.SIGTERM
         if main_rank:
-            warn(f"Stopped by {signal.Signals(signum).name} at step {result.step}; "
-                 f"checkpoint saved. Continue with: spacy-elmo pretrain --output "
-                 f"{cfg.output} --resume")
+            warn(Warnings.W011.format(signal=signal.Signals(signum).name, step=result.step,
+                                      output=cfg.output))
         raise typer.Exit(128 + signum)
     if main_rank:
         msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")

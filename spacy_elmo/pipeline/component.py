@@ -150,9 +150,8 @@ class ElmoComponent(TrainablePipe):
         weights = self.cfg["mix_weights"]
         n_layers = self.model.get_dim("nL")
         if weights is not None and len(weights) != n_layers:
-            raise ElmoError(Errors.E020.format(
-                key=f"[components.{self.name}] mix_weights", value=weights, fix="",
-                what=f"{n_layers} numbers (one per layer of this biLM)"))
+            raise ElmoError(Errors.E058.format(name=self.name, n=len(weights),
+                                               n_layers=n_layers))
         for listener in self.listeners:
             self._sync_listener(listener)
 

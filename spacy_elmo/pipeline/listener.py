@@ -124,7 +124,7 @@ def build_elmo_listener(
     receiver = ElmoListener(upstream, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _assemble(mixed, receiver, features, width, encode)
+    return _assemble(mixed, receiver, features, width, encode, "spacy-elmo.ElmoListener.v1")
 
 
 @registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
@@ -158,7 +158,7 @@ def build_elmo_tok2vec(
     runner = private_runner(elmo, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _assemble(mixed, runner, features, width, encode)
+    return _assemble(mixed, runner, features, width, encode, "spacy-elmo.ElmoTok2Vec.v1")
 
 
 def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
@@ -204,15 +204,14 @@ def _private_forward(model: Model, docs: List[Doc], is_train: bool
 
 
 def _assemble(mixed: Model, source: Model, features: Optional[Model], width: Optional[int],
-              encode: Optional[Model]) -> Model[List[Doc], List[Floats2d]]:
+              encode: Optional[Model], where: str) -> Model[List[Doc], List[Floats2d]]:
     """[features ;] mix, then optionally a Maxout projection to `width` and an encoder."""
     inner = mixed if features is None else concatenate(features, mixed)
     refs: Dict[str, Optional[Model]] = {"elmo_source": source}
     if features is not None:
         refs["features"] = features
     if encode is not None and width is None:
-        raise ElmoError(Errors.E020.format(key="width", value=None, fix="",
-                                           what="set when `encode` is (the encoder's width)"))
+        raise ElmoError(Errors.E057.format(where=where))
     if width is not None:
         inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))
         if encode is not None:

@@ -8,6 +8,8 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
+from ..errors import ElmoError, Errors
+
 EPS = 1e-6
 
 
@@ -45,7 +47,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     width = Xs[0].shape[2] if Xs else 0
     X: Any = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
     if X.shape[0] != n_layers:
-        raise ValueError(f"ScalarMix expects {n_layers} layers, got {X.shape[0]}.")
+        raise ElmoError(Errors.E059.format(expected=n_layers, found=X.shape[0]))
     if model.attrs["layer_norm"]:
         mean = X.mean(axis=-1, keepdims=True)
         std = xp.sqrt(((X - mean) ** 2).mean(axis=-1, keepdims=True) + EPS)

@@ -21,7 +21,7 @@ from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from ..bilm.weights import load_bilm
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import (
@@ -323,8 +323,7 @@ class Trainer:
         if self.ctx.is_main and not draw_curves(self.out / METRICS_NAME,
                                                 self.out / CURVES_NAME):
             if not self._plot_warned:
-                tqdm.write("matplotlib is not installed: no curves.png "
-                           "(pip install 'spacy-elmo[plot]')")
+                tqdm.write(Warnings.W012)
                 self._plot_warned = True
 
     def out_of_time(self) -> bool:
