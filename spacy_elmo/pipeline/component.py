@@ -174,13 +174,15 @@ class ElmoComponent(TrainablePipe):
         keep_layers = self.cfg["store_layers"] or bool(self.listener_map)
         for doc, layers in zip(docs, outputs):
             array = self.model.ops.to_numpy(layers).astype("float32", copy=False)
-            doc._.elmo = self.mix(array)
+            doc._.elmo = self.fixed_mix(array)
             doc._.elmo_layers = array if keep_layers else None
             if self.cfg["set_vector_hooks"]:
                 set_vector_hooks(doc)
 
-    def mix(self, layers: np.ndarray) -> np.ndarray:
-        """This component's fixed mix: (L+1, n, width) -> (n, width)."""
+    def fixed_mix(self, layers: np.ndarray) -> np.ndarray:
+        """`doc._.elmo`: this component's fixed weighted average of the layers, `gamma *
+        sum_j p_j h_j` with p the normalised `mix_weights` (equal without them): (L+1, n,
+        width) -> (n, width). Not learned; each listener learns its own ScalarMix."""
         weights = self.cfg["mix_weights"]
         if weights is None:
             probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")

@@ -15,7 +15,7 @@ from ..errors import ElmoError, Errors, Warnings
 from ..validation import boolean, check_all, integer, number, path, string
 from .elmo_model import build_elmo_model
 from .loading import load_weights_into
-from .scalar_mix import ScalarMix
+from .scalar_mix import ScalarMix, scalar_mixes
 
 
 class ElmoListener(Model):
@@ -239,9 +239,8 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
     if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
         raise ElmoError(Errors.E053)
     inner = model.layers[0]
-    for node in inner.walk():
-        if node.name == "elmo-scalar-mix":
-            node.set_dim("nL", dims_from.get_dim("nL"), force=True)
+    for mix in scalar_mixes(inner):
+        mix.set_dim("nL", dims_from.get_dim("nL"), force=True)
     inner.initialize(X=X)
     width = model.attrs["width"]
     if width is None:

@@ -11,6 +11,7 @@ from thinc.types import Floats2d, Floats3d
 from ..errors import ElmoError, Errors
 
 EPS = 1e-6
+LAYER_NAME = "elmo-scalar-mix"
 
 
 @registry.layers("spacy-elmo.ScalarMix.v1")
@@ -22,9 +23,14 @@ def ScalarMix(*, n_layers: Optional[int] = None, layer_norm: bool = False,
     so a doc's vectors never depend on the rest of the batch. dropout applies to the mixed
     vectors during training; it is this layer's own setting, not [training] dropout.
     """
-    return Model("elmo-scalar-mix", _forward, init=_init, dims={"nL": n_layers},
+    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers},
                  params={"w": None, "gamma": None},
                  attrs={"layer_norm": layer_norm, "elmo_dropout": dropout})
+
+
+def scalar_mixes(model: Model) -> List[Model]:
+    """The ScalarMix layers in `model`'s tree (a listener or private tok2vec has one)."""
+    return [node for node in model.walk() if node.name == LAYER_NAME]
 
 
 def _init(model: Model, X: Optional[List[Floats3d]] = None, Y: Optional[object] = None

@@ -14,6 +14,7 @@ from thinc.api import Config
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pipeline import ElmoListener
+from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
 from .conftest import CONFIGS, toy_docs
 
@@ -39,10 +40,8 @@ def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
 
 
 def _mix_of(nlp, component):
-    for node in nlp.get_pipe(component).model.walk():
-        if node.name == "elmo-scalar-mix":
-            return node
-    raise AssertionError("no mix")
+    (mix,) = scalar_mixes(nlp.get_pipe(component).model)
+    return mix
 
 
 def test_listeners_learn_their_own_mix_and_biLM_stays_frozen(weights_dir):
