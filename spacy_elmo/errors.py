@@ -125,14 +125,10 @@ class Errors(metaclass=Catalogue):
             "hold every sentence once, e.g. from efml_batch_order.")
     E044 = ("The {kind} dictionary ({source}) lists {n} entries but only {distinct} distinct "
             "ones: each entry must appear once. Use the dictionary that came with the model.")
-    # Weights by name, URL or language (E045-E049)
-    # spaCy pipeline (E050-E069)
+    # spaCy pipeline (E050-E059)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
             "options.json + weights.hdf5).")
-    E051 = ("The `elmo` component has no 'weights' configured and no bundled English biLM is "
-            "installed. Set it, e.g. nlp.add_pipe('elmo', config={{'weights': "
-            "'path/to/dir_or_weights.hdf5'}}).")
     E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
             "{expected}). The `elmo` component must run before its listeners in the same "
             "update; do not list it in [training] frozen_components with listeners that "
@@ -141,7 +137,6 @@ class Errors(metaclass=Catalogue):
             "before this one in the pipeline, or it is not initialized. Add an `elmo` "
             "component earlier in the pipeline and call nlp.initialize() (it initializes in "
             "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
-    E054 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
     E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
             "it, or restore it from a DocBin saved with store_user_data=True.")
     E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "
@@ -157,6 +152,26 @@ class Errors(metaclass=Catalogue):
     E059 = ("The layer mix was built for {expected} biLM layers but got {found}. The `elmo` "
             "component (or the private biLM) changed after the mix was initialized: "
             "initialize the pipeline again.")
+    # Weights by name, URL or language (E060-E069)
+    E060 = ("Could not download '{url}': {err}. Check the address and the network, or "
+            "download the file yourself and pass its local path.")
+    E061 = ("'{name}' is neither a local file or directory nor a published biLM; the "
+            "published ones are {names}. Otherwise pass a weights.hdf5 file, a directory, an "
+            "ELMoForManyLangs model directory or an http(s):// or file:// URL.")
+    E062 = ("The download of '{url}' stopped after {got} of {expected} bytes; nothing was "
+            "kept. Run again to download it again.")
+    E063 = ("'{url}' did not give {kind} (it starts with {head!r}); the server may have sent "
+            "an error page. Check the address (published biLMs are downloaded from "
+            "$SPACY_ELMO_URL_PREFIX when it is set).")
+    E064 = ("No biLM is bundled for the language {lang!r} (bundled: {languages}), so `weights` "
+            "must be given: e.g. nlp.add_pipe('elmo', config={{'weights': 'path/to/model'}}), "
+            "or `weights` in [components.elmo] of a training config (or of a "
+            "spacy-elmo.ElmoTok2Vec block). It takes a weights.hdf5 file, a directory with "
+            "options.json + weights.hdf5, an ELMoForManyLangs model directory (such as their "
+            "Chinese model), an http(s):// or file:// URL, or a published English biLM such "
+            "as 'allennlp/original'.")
+    E065 = ("The biLM bundled for {lang!r} is not installed: '{path}' has no weights.hdf5. "
+            "Reinstall spacy-elmo, or give `weights`.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

@@ -65,9 +65,9 @@ def test_options_json_types(options_dir, section, key, value, message):
 
 
 def test_the_fixture_and_bundled_options_still_load(fixture_dir):
-    from spacy_elmo.pipeline.loading import BUNDLED_DIR
+    from spacy_elmo.bilm.sources import bundled
 
-    for path in (fixture_dir / "options.json", BUNDLED_DIR / "options.json"):
+    for path in (fixture_dir / "options.json", bundled("en") / "options.json"):
         assert BiLMOptions.from_file(path).n_layers >= 1
 
 

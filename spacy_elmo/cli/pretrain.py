@@ -67,7 +67,9 @@ def pretrain_cli(
         help="Also export the model to OUTPUT/snapshots/step_N/ (with its dev perplexity) "
              "every N steps: the checkpoints a perplexity-vs-score plot needs"),
     init_weights: Optional[str] = typer.Option(
-        None, "--init-weights", help="Start from a published weights.hdf5 (or its directory)"),
+        None, "--init-weights",
+        help="Start from a published biLM: weights.hdf5, its directory, a URL or a name "
+             "such as allennlp/small"),
     init_options: Optional[str] = typer.Option(None, "--init-options",
                                                help="options.json of --init-weights"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -168,7 +170,7 @@ def export_cli(
 
 @app.command("perplexity")
 def perplexity_cli(
-    model: Path = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
+    model: str = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
     text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
     lang: str = typer.Option("whitespace", "--lang",
                              help="spaCy language for tokenization, as in pretraining"),

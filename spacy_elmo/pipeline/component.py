@@ -13,13 +13,12 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from ..bilm.weights import FORMATS
+from ..bilm.sources import FORMATS
 from ..errors import ElmoError, Errors
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm
+from .elmo_model import has_bilm, load_weights
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener, replace_listener, replace_listener_cfg
-from .loading import load_weights_into
 
 DEFAULT_MODEL = Config().from_str("""
 [model]
@@ -46,7 +45,9 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
     """ELMo vectors on `doc._.elmo` (and all layers on `doc._.elmo_layers`).
 
     weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, an
-    ELMoForManyLangs model directory, or a URL; None uses the bundled small English biLM.
+    ELMoForManyLangs model directory, a URL, or a published name such as
+    "allennlp/original"; None uses the biLM bundled for the pipeline's language (English:
+    a small one; other languages have none yet, and need `weights`).
     options: options.json when it is not beside the weights (for an ELMoForManyLangs model:
     its network config, when the model directory lacks it). weights_format: "auto"
     (detected), "allennlp" or "efml". store_layers: keep all L+1 layers on every doc
@@ -145,8 +146,9 @@ class ElmoComponent(TrainablePipe):
         self._load()
 
     def _load(self) -> None:
-        load_weights_into(self.model, self.cfg["weights"], self.cfg["options"],
-                          weights_format=self.cfg.get("weights_format", "auto"))
+        load_weights(self.model, self.cfg["weights"], self.cfg["options"],
+                     weights_format=self.cfg.get("weights_format", "auto"),
+                     lang=self.vocab.lang)
         weights = self.cfg["mix_weights"]
         n_layers = self.model.get_dim("nL")
         if weights is not None and len(weights) != n_layers:

@@ -17,7 +17,7 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
-from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
+from ..bilm import BiLM, BiLMOptions, CharIds, WordCache, load_bilm
 from ..bilm.dictionary import TokenDictionary
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
@@ -106,6 +106,15 @@ def build_elmo_model(
             "output_cache": OutputCache(output_cache_mb),
         },
     )
+
+
+def load_weights(model: Model, weights: Optional[str], options: Optional[str], *,
+                 weights_format: str = "auto", lang: str = "en", reload: bool = True) -> None:
+    """Load a biLM into an ElmoModel from what `bilm.sources.locate` accepts (None: the biLM
+    bundled for `lang`). With reload=False a model that already holds a biLM (e.g. from a
+    saved pipeline) is left as it is."""
+    if reload or not has_bilm(model):
+        set_bilm(model, load_bilm(weights, options, format=weights_format, lang=lang))
 
 
 def get_holder(model: Model) -> BiLMHolder:

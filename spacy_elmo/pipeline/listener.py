@@ -13,8 +13,7 @@ from thinc.types import Floats2d, Floats3d
 
 from ..errors import ElmoError, Errors, Warnings
 from ..validation import boolean, check_all, integer, number, path, string
-from .elmo_model import build_elmo_model
-from .loading import load_weights_into
+from .elmo_model import build_elmo_model, load_weights
 from .scalar_mix import ScalarMix, scalar_mixes
 
 
@@ -234,8 +233,9 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
             source.upstream.ensure_loaded()
     else:  # a private biLM: load it first (a loaded or copied one is kept)
         dims_from = source.layers[0]
-        load_weights_into(dims_from, dims_from.attrs.get("weights"),
-                          dims_from.attrs.get("options"), reload=False)
+        # without weights, the biLM bundled for the docs' language (English without docs)
+        load_weights(dims_from, dims_from.attrs.get("weights"), dims_from.attrs.get("options"),
+                     lang=X[0].vocab.lang if X else "en", reload=False)
     if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
         raise ElmoError(Errors.E053)
     inner = model.layers[0]
