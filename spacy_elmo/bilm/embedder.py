@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -24,21 +23,9 @@ import torch
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .model import BiLM, StatefulBiLM, WordCache
-from .windows import windows
+from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, batches, split
 
 LAYER_MODES = ("all", "top", "average")
-
-
-@dataclass
-class _Piece:
-    """A run of one sentence's tokens; output positions [offset, offset + length) are kept,
-    and they are the sentence's tokens from `start` on."""
-
-    sentence: int
-    tokens: Sequence[str]
-    offset: int
-    length: int
-    start: int
 
 
 class Embedder:
@@ -49,9 +36,9 @@ class Embedder:
     `word_cache` entries is installed on it (0: none).
     """
 
-    def __init__(self, bilm: BiLM, *, batch_size: int = 64, layers: str = "all",
+    def __init__(self, bilm: BiLM, *, batch_size: int = BATCH_SIZE, layers: str = "all",
                  stateful: bool = False, window: int = 200, context: Optional[int] = None,
-                 max_batch_tokens: int = 8192, chunk_tokens: int = 32768,
+                 max_batch_tokens: int = MAX_BATCH_TOKENS, chunk_tokens: int = 32768,
                  word_cache: int = 100_000) -> None:
         if layers not in LAYER_MODES:
             raise ElmoError(Errors.E012.format(value=layers, name="layers",
@@ -100,35 +87,24 @@ class Embedder:
             yield chunk
 
     def _embed_chunk(self, chunk: List[Sequence[str]]) -> Iterator[np.ndarray]:
-        pieces = [p for i, tokens in enumerate(chunk) for p in self._split(i, tokens)]
-        pieces.sort(key=lambda p: len(p.tokens), reverse=True)
-        parts: List[List[Tuple[int, np.ndarray]]] = [[] for _ in chunk]
-        for batch in self._batches(pieces):
-            for piece, array in zip(batch, self._run([p.tokens for p in batch])):
-                kept = array[..., piece.offset : piece.offset + piece.length, :]
-                parts[piece.sentence].append((piece.start, kept))
-        for sentence_parts in parts:
-            yield _stitch(sentence_parts)
-
-    def _split(self, index: int, tokens: Sequence[str]) -> List[_Piece]:
-        """One piece per window of `window` tokens, with `context` tokens either side."""
-        return [_Piece(index, tokens[first:last], keep_start - first, keep_end - keep_start,
-                       keep_start)
-                for first, last, keep_start, keep_end in windows(len(tokens), self.window,
-                                                                 self.context)]
-
-    def _batches(self, pieces: List[_Piece]) -> Iterator[List[_Piece]]:
-        """Consecutive runs of length-sorted pieces, bounded in rows and padded tokens."""
-        batch: List[_Piece] = []
-        for piece in pieces:
-            longest = len(batch[0].tokens) if batch else len(piece.tokens)
-            if batch and (len(batch) == self.batch_size
-                          or (len(batch) + 1) * (longest + 2) > self.max_batch_tokens):
-                yield batch
-                batch = []
-            batch.append(piece)
-        if batch:
-            yield batch
+        pieces = [p for i, tokens in enumerate(chunk)
+                  for p in split(i, tokens, np.arange(len(tokens)), self.window, self.context)]
+        outputs: List[Optional[np.ndarray]] = [None] * len(chunk)
+        for batch in batches(pieces, self.batch_size, self.max_batch_tokens):
+            for piece, array in zip(batch, self._run([p.words for p in batch])):
+                kept = array[..., piece.start : piece.end, :]
+                n = len(chunk[piece.source])
+                if len(piece.targets) == n:  # the whole sentence in one piece
+                    outputs[piece.source] = kept
+                    continue
+                out = outputs[piece.source]
+                if out is None:
+                    out = outputs[piece.source] = np.empty(
+                        kept.shape[:-2] + (n, kept.shape[-1]), dtype=kept.dtype)
+                out[..., piece.targets, :] = kept
+        for out in outputs:
+            assert out is not None  # every sentence has pieces (an empty one has one)
+            yield out
 
     def _embed_stateful(self, sentences: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
         assert self.stateful is not None
@@ -167,11 +143,3 @@ class Embedder:
         if long:
             self._warned_truncation = True
             warnings.warn(self.char_ids.truncation_warning(long), stacklevel=3)
-
-
-def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
-    """One sentence's array from its (start, array) parts, in any order."""
-    if len(parts) == 1:
-        return parts[0][1]
-    parts.sort(key=lambda part: part[0])
-    return np.concatenate([array for _, array in parts], axis=-2)
