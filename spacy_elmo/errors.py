@@ -136,7 +136,7 @@ class Errors(metaclass=Catalogue):
     E053 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
             "before this one in the pipeline, or it is not initialized. Add an `elmo` "
             "component earlier in the pipeline and call nlp.initialize() (it initializes in "
-            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
+            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v2` for a private biLM.")
     E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
             "it, or restore it from a DocBin saved with store_user_data=True.")
     E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "

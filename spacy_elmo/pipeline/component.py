@@ -10,7 +10,7 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer
+from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.sources import FORMATS
@@ -20,15 +20,8 @@ from .elmo_model import has_bilm, load_weights
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener, replace_listener, replace_listener_cfg
 
-DEFAULT_MODEL = Config().from_str("""
-[model]
-@architectures = "spacy-elmo.ElmoModel.v1"
-batch_size = 64
-max_sentence_tokens = 100
-word_cache_size = 50000
-output_cache_mb = 0
-dropout = 0.0
-""")["model"]
+# The settings' defaults are build_elmo_model's own: spaCy fills them in.
+DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}
 
 
 @Language.factory(

@@ -74,7 +74,7 @@ def build_elmo_model(
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     max_sentence_tokens: int = 100,
     word_cache_size: int = 50_000,
-    output_cache_mb: float = 512.0,
+    output_cache_mb: float = 0.0,
     dropout: float = 0.0,
 ) -> Model[List[Doc], List[Floats3d]]:
     """Run docs through a biLM, sentence by sentence; output (L+1, n_tokens, width) per doc.
@@ -84,7 +84,8 @@ def build_elmo_model(
     sentences, and docs without sentence boundaries, run as overlapping windows of this size
     (plus a quarter of it as context on each side).
     word_cache_size: token-encoder outputs kept per distinct word (inference only, exact).
-    output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs.
+    output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs (off
+    by default: for inference it only holds memory; the training configs set 2048).
     dropout: the biLM's own dropout, used only when it is fine-tuned.
     """
     check_all({"batch_size": batch_size, "max_batch_tokens": max_batch_tokens,
