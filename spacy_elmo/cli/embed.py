@@ -17,6 +17,7 @@ from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.files import Terminated
 from ..bilm.sources import PathLike
 from ..bilm.weights import load_bilm
+from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
 from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import check_output, count_lines, read_lines, write_embeddings
@@ -41,7 +42,7 @@ def embed_cli(
     layers: str = typer.Option("all", "--layers", help=(
         "all: (L+1, n_tokens, width) per line; top: the top layer; average: the mean of "
         "all layers (both (n_tokens, width)).")),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per batch."),
+    batch_size: int = typer.Option(BATCH_SIZE, "--batch-size", help="Sentences per batch."),
     stateful: bool = typer.Option(False, "--stateful", help=(
         "The reference stateful mode: lines go in file order, --batch-size per batch, and "
         "each batch row starts from the state the previous batch left in that row.")),
@@ -71,7 +72,7 @@ def embed_cli(
 
 def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
                options: Optional[PathLike] = None, weights_format: str = "auto",
-               layers: str = "all", batch_size: int = 64, stateful: bool = False,
+               layers: str = "all", batch_size: int = BATCH_SIZE, stateful: bool = False,
                gpu_id: int = -1, word_cache: int = 100_000, window: int = 200,
                overwrite: bool = False, progress: bool = True) -> int:
     """The `embed` command as a function; returns the number of lines written.
