@@ -24,6 +24,8 @@ import numpy as np
 import spacy
 import typer
 
+from spacy_elmo.pipeline.scalar_mix import scalar_mixes
+
 NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
          "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)",
          "msra": "MSRA NER (F1)", "weibo": "Weibo NER (F1)", "resume": "Resume NER (F1)",
@@ -56,8 +58,8 @@ def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:
             model = getattr(proc, "model", None)
             if model is None or name == "elmo":
                 continue
-            for node in model.walk():
-                if node.name == "elmo-scalar-mix" and node.has_param("w"):
+            for node in scalar_mixes(model):
+                if node.has_param("w"):
                     w = np.asarray(node.get_param("w"))
                     probs = np.exp(w - w.max()) / np.exp(w - w.max()).sum()
                     mixes.append((run.parent.name, name, probs,

@@ -1,14 +1,40 @@
-"""One catalogue of the error and warning messages spacy-elmo raises, with codes."""
+"""One catalogue of the error and warning messages spacy-elmo raises, with codes.
+
+Reading a message from `Errors` or `Warnings` gives it with its code in front, as spaCy
+does: `Errors.E001` is "[E001] No such file: ...". Codes are grouped in sections, in order.
+"""
 
 from __future__ import annotations
+
+import re
+from typing import Dict, Type
+
+CODE = re.compile(r"[EW]\d{3}")
 
 
 class ElmoError(ValueError):
     """A problem the user can fix: the message names it and says how."""
 
 
-class Errors:
-    # Files and formats
+class Catalogue(type):
+    """Reading a code (`E001`, `W002`) from a class made with this metaclass gives its message
+    prefixed with the code in brackets; every other attribute reads as usual."""
+
+    def __getattribute__(cls, name: str) -> str:
+        value = super().__getattribute__(name)
+        if CODE.fullmatch(name) and isinstance(value, str):
+            return f"[{name}] {value}"
+        return value
+
+
+def codes(catalogue: Type) -> Dict[str, str]:
+    """Every code of `Errors` or `Warnings` with its message (code in front), in the order
+    of the catalogue."""
+    return {name: getattr(catalogue, name) for name in vars(catalogue) if CODE.fullmatch(name)}
+
+
+class Errors(metaclass=Catalogue):
+    # Files and formats (E001-E009)
     E001 = "No such file: '{path}'. Check the path (it is resolved relative to '{cwd}')."
     E002 = ("Could not read '{path}' as {kind}: {err}. The file may be truncated or of another "
             "format; download or export it again.")
@@ -28,12 +54,9 @@ class Errors:
     E008 = ("'{path}' is a directory but holds no '{name}'. Pass the file itself, or a directory "
             "with both 'options.json' and 'weights.hdf5'.")
     E009 = "Cannot write '{path}': {err}."
-    # Inputs
+    # Inputs and devices (E010-E019)
     E010 = ("Line {line} of '{path}' is not valid UTF-8 ({err}). Re-encode the file as UTF-8, "
             "e.g. `iconv -f latin1 -t utf-8`.")
-    E011 = ("The batch has {n} sentence(s) with {n_tokens} tokens in total, over the limit of "
-            "{limit} tokens per sentence. Split the text into sentences, or raise "
-            "'max_sentence_tokens'.")
     E012 = "Unknown value {value!r} for {name}; choose one of {choices}."
     E013 = ("Character ids must be a (batch, tokens, {n_chars}) integer tensor; got shape "
             "{shape} and dtype {dtype}.")
@@ -44,7 +67,7 @@ class Errors:
     E016 = ("No options file for the weights '{weights}' (looked for {tried}). Pass the "
             "options.json that came with the weights (`options` in the component config, "
             "--options on the command line).")
-    # Embedding files (spacy-elmo embed / info)
+    # Settings, and files of the embed command (E020-E029)
     E020 = "{key} must be {what}, got {value}.{fix}"
     E021 = ("Line {line} has {n} tokens, more than the {limit} that stateful mode runs in one "
             "piece (it feeds whole lines, as the reference does). Drop --stateful to run long "
@@ -62,7 +85,8 @@ class Errors:
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
     E028 = ("'{path}' is a file, but a directory is needed here ({what}). Choose a directory "
             "path (it is created if missing).")
-    # ELMoForManyLangs (EFML) model directories (E030-E049)
+    E029 = "Stopped by {signal}: nothing was written to '{output}'."
+    # ELMoForManyLangs (EFML) model directories (E030-E044)
     E030 = ("'{path}' is neither a bilm-tf/AllenNLP model directory (options.json + "
             "weights.hdf5) nor an ELMoForManyLangs one (config.json, char.dic, word.dic, "
             "token_embedder.pkl, encoder.pkl). Pass a weights.hdf5 file or a directory holding "
@@ -99,6 +123,55 @@ class Errors:
             "spaCy or with `spacy-elmo embed`, or start from a bilm-tf/AllenNLP biLM.")
     E043 = ("Sentence(s) {missing} are in none of the batches to replay. Pass batches that "
             "hold every sentence once, e.g. from efml_batch_order.")
+    E044 = ("The {kind} dictionary ({source}) lists {n} entries but only {distinct} distinct "
+            "ones: each entry must appear once. Use the dictionary that came with the model.")
+    # spaCy pipeline (E050-E059)
+    E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
+            "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
+            "options.json + weights.hdf5).")
+    E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
+            "{expected}). The `elmo` component must run before its listeners in the same "
+            "update; do not list it in [training] frozen_components with listeners that "
+            "fine-tune it (grad_factor > 0).")
+    E053 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
+            "before this one in the pipeline, or it is not initialized. Add an `elmo` "
+            "component earlier in the pipeline and call nlp.initialize() (it initializes in "
+            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v2` for a private biLM.")
+    E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
+            "it, or restore it from a DocBin saved with store_user_data=True.")
+    E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "
+            "component took no part in this update. It is probably listed in [training] "
+            "frozen_components: remove it from there (with grad_factor 0, the default, the "
+            "biLM stays frozen anyway), or also list it in [training] annotating_components "
+            "so that it annotates the docs its listeners train on.")
+    E057 = ("{where}: `encode` is set but `width` is not. The encoder runs on vectors of "
+            "`width`: set width to the encoder's width.")
+    E058 = ("[components.{name}] mix_weights has {n} number(s), but this biLM has "
+            "{n_layers} layers (the token layer and one per LSTM layer). Give one weight per "
+            "layer, or null for equal weights.")
+    E059 = ("The layer mix was built for {expected} biLM layers but got {found}. The `elmo` "
+            "component (or the private biLM) changed after the mix was initialized: "
+            "initialize the pipeline again.")
+    # Weights by name, URL or language (E060-E069)
+    E060 = ("Could not download '{url}': {err}. Check the address and the network, or "
+            "download the file yourself and pass its local path.")
+    E061 = ("'{name}' is neither a local file or directory nor a published biLM; the "
+            "published ones are {names}. Otherwise pass a weights.hdf5 file, a directory, an "
+            "ELMoForManyLangs model directory or an http(s):// or file:// URL.")
+    E062 = ("The download of '{url}' stopped after {got} of {expected} bytes; nothing was "
+            "kept. Run again to download it again.")
+    E063 = ("'{url}' did not give {kind} (it starts with {head!r}); the server may have sent "
+            "an error page. Check the address (published biLMs are downloaded from "
+            "$SPACY_ELMO_URL_PREFIX when it is set).")
+    E064 = ("No biLM is bundled for the language {lang!r} (bundled: {languages}), so `weights` "
+            "must be given: e.g. nlp.add_pipe('elmo', config={{'weights': 'path/to/model'}}), "
+            "or `weights` in [components.elmo] of a training config (or of a "
+            "spacy-elmo.ElmoTok2Vec block). It takes a weights.hdf5 file, a directory with "
+            "options.json + weights.hdf5, an ELMoForManyLangs model directory (such as their "
+            "Chinese model), an http(s):// or file:// URL, or a published English biLM such "
+            "as 'allennlp/original'.")
+    E065 = ("The biLM bundled for {lang!r} is not installed: '{path}' has no weights.hdf5. "
+            "Reinstall spacy-elmo, or give `weights`.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -142,32 +215,12 @@ class Errors:
     E119 = ("The checkpoint '{path}' is damaged: its tensors do not match the checksum "
             "written with them, so training from it would continue from wrong weights. "
             "Resume from a copy of the run (or an earlier checkpoint), or start again.")
-    # spaCy pipeline (E050-E079)
-    E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
-            "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
-            "options.json + weights.hdf5).")
-    E051 = ("The `elmo` component has no 'weights' configured and no bundled English biLM is "
-            "installed. Set it, e.g. nlp.add_pipe('elmo', config={{'weights': "
-            "'path/to/dir_or_weights.hdf5'}}).")
-    E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
-            "{expected}). The `elmo` component must run before its listeners in the same "
-            "update; do not list it in [training] frozen_components with listeners that "
-            "fine-tune it (grad_factor > 0).")
-    E053 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
-            "before this one in the pipeline, or it is not initialized. Add an `elmo` "
-            "component earlier in the pipeline and call nlp.initialize() (it initializes in "
-            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v1` for a private biLM.")
-    E054 = "Could not download '{url}': {err}. Download it yourself and pass the local path."
-    E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
-            "it, or restore it from a DocBin saved with store_user_data=True.")
+    E120 = ("Stopped by {signal} outside the training loop; files already written are "
+            "intact (continue with --resume if the run has a checkpoint).")
 
-    E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "
-            "component took no part in this update. It is probably listed in [training] "
-            "frozen_components: remove it from there (with grad_factor 0, the default, the "
-            "biLM stays frozen anyway), or also list it in [training] annotating_components "
-            "so that it annotates the docs its listeners train on.")
 
-class Warnings:
+class Warnings(metaclass=Catalogue):
+    # Reading models and text (W001-W009)
     W001 = ("Options say n_characters=261 (the bilm-tf training layout). Loaded as 262 "
             "(inference layout); the vectors are the same.")
     W002 = ("{n} token(s) are longer than this biLM's budget of {limit} UTF-8 bytes "
@@ -184,6 +237,10 @@ class Warnings:
     W005 = ("{n} line(s) of {paths} are not UTF-8 text (or hold NUL bytes) and were skipped "
             "({during}). Re-encode the files as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) to "
             "use them.")
+    # Pretraining (W010-W019)
     W010 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
             "or AMX on a CPU; Ampere or newer on a GPU): its bf16 matmuls are emulated and much "
             "slower than fp32 (measured: about 100x on an AVX2 CPU). Use precision 'fp32' here.")
+    W011 = ("Stopped by {signal} at step {step}; checkpoint saved. Continue with: spacy-elmo "
+            "pretrain --output {output} --resume")
+    W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]').")

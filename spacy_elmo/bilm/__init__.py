@@ -4,11 +4,12 @@ from .chars import BOS_TOKEN, EOS_TOKEN, CharIds, batch_to_ids
 from .lstm import LSTMState
 from .model import BiLM, BiLMOutput, StatefulBiLM, WordCache
 from .options import PRESETS, BiLMOptions, preset
-from .scalar_mix import ScalarMix
-from .weights import load_bilm, read_hdf5, resolve_paths, save_bilm, to_arrays, write_hdf5
+from .sources import PUBLISHED, BiLMFiles, locate, resolve_paths
+from .weights import load_bilm, read_hdf5, save_bilm, to_arrays, write_hdf5
 
 __all__ = [
     "BOS_TOKEN", "EOS_TOKEN", "CharIds", "batch_to_ids", "LSTMState", "BiLM", "BiLMOutput",
-    "StatefulBiLM", "WordCache", "PRESETS", "BiLMOptions", "preset", "ScalarMix", "load_bilm",
-    "read_hdf5", "resolve_paths", "save_bilm", "to_arrays", "write_hdf5",
+    "StatefulBiLM", "WordCache", "PRESETS", "BiLMOptions", "preset", "PUBLISHED", "BiLMFiles",
+    "locate", "resolve_paths", "load_bilm", "read_hdf5", "save_bilm", "to_arrays",
+    "write_hdf5",
 ]

@@ -55,9 +55,8 @@ def check_entries(kind: str, entries: Sequence[str], source: str) -> None:
     if missing:
         raise ElmoError(Errors.E035.format(kind=kind, missing=missing, source=source))
     if len(set(entries)) != len(entries):
-        raise ElmoError(Errors.E007.format(key=f"the {kind} dictionary ({source})",
-                                           what="entries without repeats",
-                                           value=f"{len(entries)} entries", fix=""))
+        raise ElmoError(Errors.E044.format(kind=kind, source=source, n=len(entries),
+                                           distinct=len(set(entries))))
 
 
 class DictionaryIds(CharIds):

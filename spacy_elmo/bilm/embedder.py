@@ -1,4 +1,4 @@
-"""Embed many tokenized sentences with a BiLM: batching, long-line windows, file I/O.
+"""Embed many tokenized sentences with a BiLM: batching and long-line windows.
 
 Deterministic mode reads sentences in bounded chunks, sorts each chunk by length, runs it in
 batches and yields the vectors in input order. Lines longer than `window` tokens are run as
@@ -13,42 +13,19 @@ longer than `window`.
 
 from __future__ import annotations
 
-import io
 import itertools
-import json
-import os
-import stat
-import sys
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Sequence
 
-import h5py
 import numpy as np
 import torch
 
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
-from .files import HDF5Writer, atomic_write
 from .model import BiLM, StatefulBiLM, WordCache
-from .windows import windows
+from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, batches, split
 
-PathLike = Union[str, "os.PathLike[str]"]
 LAYER_MODES = ("all", "top", "average")
-SENTENCE_INDEX = "sentence_to_index"
-
-
-@dataclass
-class _Piece:
-    """A run of one sentence's tokens; output positions [offset, offset + length) are kept,
-    and they are the sentence's tokens from `start` on."""
-
-    sentence: int
-    tokens: Sequence[str]
-    offset: int
-    length: int
-    start: int
 
 
 class Embedder:
@@ -59,9 +36,9 @@ class Embedder:
     `word_cache` entries is installed on it (0: none).
     """
 
-    def __init__(self, bilm: BiLM, *, batch_size: int = 64, layers: str = "all",
+    def __init__(self, bilm: BiLM, *, batch_size: int = BATCH_SIZE, layers: str = "all",
                  stateful: bool = False, window: int = 200, context: Optional[int] = None,
-                 max_batch_tokens: int = 8192, chunk_tokens: int = 32768,
+                 max_batch_tokens: int = MAX_BATCH_TOKENS, chunk_tokens: int = 32768,
                  word_cache: int = 100_000) -> None:
         if layers not in LAYER_MODES:
             raise ElmoError(Errors.E012.format(value=layers, name="layers",
@@ -110,35 +87,24 @@ class Embedder:
             yield chunk
 
     def _embed_chunk(self, chunk: List[Sequence[str]]) -> Iterator[np.ndarray]:
-        pieces = [p for i, tokens in enumerate(chunk) for p in self._split(i, tokens)]
-        pieces.sort(key=lambda p: len(p.tokens), reverse=True)
-        parts: List[List[Tuple[int, np.ndarray]]] = [[] for _ in chunk]
-        for batch in self._batches(pieces):
-            for piece, array in zip(batch, self._run([p.tokens for p in batch])):
-                kept = array[..., piece.offset : piece.offset + piece.length, :]
-                parts[piece.sentence].append((piece.start, kept))
-        for sentence_parts in parts:
-            yield _stitch(sentence_parts)
-
-    def _split(self, index: int, tokens: Sequence[str]) -> List[_Piece]:
-        """One piece per window of `window` tokens, with `context` tokens either side."""
-        return [_Piece(index, tokens[first:last], keep_start - first, keep_end - keep_start,
-                       keep_start)
-                for first, last, keep_start, keep_end in windows(len(tokens), self.window,
-                                                                 self.context)]
-
-    def _batches(self, pieces: List[_Piece]) -> Iterator[List[_Piece]]:
-        """Consecutive runs of length-sorted pieces, bounded in rows and padded tokens."""
-        batch: List[_Piece] = []
-        for piece in pieces:
-            longest = len(batch[0].tokens) if batch else len(piece.tokens)
-            if batch and (len(batch) == self.batch_size
-                          or (len(batch) + 1) * (longest + 2) > self.max_batch_tokens):
-                yield batch
-                batch = []
-            batch.append(piece)
-        if batch:
-            yield batch
+        pieces = [p for i, tokens in enumerate(chunk)
+                  for p in split(i, tokens, np.arange(len(tokens)), self.window, self.context)]
+        outputs: List[Optional[np.ndarray]] = [None] * len(chunk)
+        for batch in batches(pieces, self.batch_size, self.max_batch_tokens):
+            for piece, array in zip(batch, self._run([p.words for p in batch])):
+                kept = array[..., piece.start : piece.end, :]
+                n = len(chunk[piece.source])
+                if len(piece.targets) == n:  # the whole sentence in one piece
+                    outputs[piece.source] = kept
+                    continue
+                out = outputs[piece.source]
+                if out is None:
+                    out = outputs[piece.source] = np.empty(
+                        kept.shape[:-2] + (n, kept.shape[-1]), dtype=kept.dtype)
+                out[..., piece.targets, :] = kept
+        for out in outputs:
+            assert out is not None  # every sentence has pieces (an empty one has one)
+            yield out
 
     def _embed_stateful(self, sentences: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
         assert self.stateful is not None
@@ -177,113 +143,3 @@ class Embedder:
         if long:
             self._warned_truncation = True
             warnings.warn(self.char_ids.truncation_warning(long), stacklevel=3)
-
-
-def _stitch(parts: List[Tuple[int, np.ndarray]]) -> np.ndarray:
-    """One sentence's array from its (start, array) parts, in any order."""
-    if len(parts) == 1:
-        return parts[0][1]
-    parts.sort(key=lambda part: part[0])
-    return np.concatenate([array for _, array in parts], axis=-2)
-
-
-STDIN = "-"
-
-
-def read_lines(path: PathLike) -> Iterator[str]:
-    """The stripped lines of a UTF-8 file ("-": standard input), read lazily, once (a pipe
-    works); split them for the tokens.
-
-    The file is checked at once; a line that is not UTF-8 raises when it is reached."""
-    if str(path) == STDIN:
-        return _decoded_lines(sys.stdin.buffer, "<stdin>")
-    path = Path(path)
-    check_readable(path)
-    return _decoded_lines(path.open("rb"), str(path))
-
-
-def _decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    with stream:
-        for number, raw in enumerate(stream, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ElmoError(Errors.E010.format(line=number, path=name, err=err)) from err
-            yield line.strip()
-
-
-def count_lines(path: PathLike) -> Optional[int]:
-    """Number of lines (a last line without a newline counts), reading in blocks; None
-    for input that can be read only once (standard input, a pipe, a device)."""
-    if not _is_regular_file(path):
-        return None
-    n, last = 0, b"\n"
-    with Path(path).open("rb") as f:
-        while block := f.read(1 << 20):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
-
-
-def _stat(path: PathLike) -> Optional[os.stat_result]:
-    try:
-        return os.fstat(sys.stdin.fileno()) if str(path) == STDIN else os.stat(path)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return None
-
-
-def _is_regular_file(path: PathLike) -> bool:
-    st = _stat(path)
-    return st is not None and stat.S_ISREG(st.st_mode)
-
-
-def check_readable(path: Path) -> None:
-    """Raise a catalogue error unless `path` is a readable file."""
-    if not path.exists():
-        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-    if path.is_dir() or not os.access(path, os.R_OK):
-        raise ElmoError(Errors.E022.format(path=path))
-
-
-def check_output(input_path: PathLike, output_path: PathLike, *, overwrite: bool) -> None:
-    """Refuse to write OUTPUT over INPUT (the same file by any name), and an existing
-    OUTPUT unless `overwrite`."""
-    output = _stat(output_path)
-    if output is None:
-        return
-    if stat.S_ISDIR(output.st_mode):
-        raise ElmoError(Errors.E009.format(path=output_path, err="it is a directory"))
-    source = _stat(input_path)
-    if source is not None and (source.st_dev, source.st_ino) == (output.st_dev, output.st_ino):
-        raise ElmoError(Errors.E025.format(output=output_path))
-    if not overwrite:
-        raise ElmoError(Errors.E026.format(output=output_path))
-
-
-def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) -> int:
-    """Write one dataset per (sentence, array) item, named "0", "1", ..., and
-    `sentence_to_index` (JSON: sentence text -> dataset name, the last one for repeats).
-
-    Datasets are written as they come; the file is built under a temporary name and
-    renamed at the end, so a failed run leaves no half-written OUTPUT. Returns the count.
-    Memory does not grow with the vectors, only with the per-line bookkeeping: the index's
-    text and HDF5's metadata, about 1.7 KB a line (measured: 310 MB RSS for 3,000 lines,
-    356 MB for 30,000, tiny model).
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise ElmoError(Errors.E009.format(path=path, err="it is a directory"))
-    index: Dict[str, str] = {}
-    n = 0
-    try:
-        with atomic_write(path, ".hdf5") as tmp, HDF5Writer(tmp) as out:
-            for sentence, array in items:
-                out.file.create_dataset(str(n), data=array)
-                out.check()
-                index[sentence] = str(n)
-                n += 1
-            data = out.file.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
-            data[0] = json.dumps(index)
-    except OSError as err:
-        raise ElmoError(Errors.E009.format(path=path, err=err)) from err
-    return n

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, List, Optional, Tuple, cast
 import torch
 from torch import nn
 
-from .lstm_fused import fused_lstm_layer
+from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
 
 
@@ -136,14 +136,7 @@ def _step_groups(x: torch.Tensor, sizes: List[int], max_rows: int
                  ) -> Iterator[Tuple[torch.Tensor, List[int]]]:
     """Runs of consecutive packed steps of x (2, sum(sizes), in), each of about `max_rows`
     rows (at least one step), with their step sizes."""
-    groups: List[List[int]] = []
-    rows = 0
-    for n in sizes:
-        if not groups or rows + n > max_rows:
-            groups.append([])
-            rows = 0
-        groups[-1].append(n)
-        rows += n
+    groups = step_groups(sizes, max_rows)
     return zip(x.split([sum(g) for g in groups], dim=1), groups)
 
 

@@ -29,7 +29,7 @@ def fused_lstm_layer(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Ten
     return out, h, c
 
 
-def _groups(sizes: List[int], max_rows: int) -> List[List[int]]:
+def step_groups(sizes: List[int], max_rows: int) -> List[List[int]]:
     """Consecutive steps in runs of about `max_rows` packed rows (at least one step)."""
     groups: List[List[int]] = []
     rows = 0
@@ -63,7 +63,7 @@ class _FusedLSTM(torch.autograd.Function):
         done_h: List[torch.Tensor] = []
         done_c: List[torch.Tensor] = []
         offset = 0
-        for group_sizes in _groups(sizes, group_rows):
+        for group_sizes in step_groups(sizes, group_rows):
             n_group = sum(group_sizes)
             gates_x = torch.bmm(x[:, offset : offset + n_group], w_input).add_(b)
             for gates_t in gates_x.split(group_sizes, dim=1):

@@ -1,4 +1,5 @@
-"""Read and write the published bilm-tf / AllenNLP weights layout (`weights.hdf5`)."""
+"""Read and write the published bilm-tf / AllenNLP weights layout (`weights.hdf5`), and
+load a biLM from wherever `sources.locate` finds it."""
 
 from __future__ import annotations
 
@@ -12,62 +13,14 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
-from .efml import is_efml_dir, is_efml_file, load_efml
+from .efml import load_efml
 from .files import HDF5Writer, atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import BiLMOptions
+from .sources import OPTIONS_NAME, WEIGHTS_NAME, BiLMFiles, locate
 
 PathLike = Union[str, "os.PathLike[str]"]
-WEIGHTS_NAME = "weights.hdf5"
-OPTIONS_NAME = "options.json"
-FORMATS = ("auto", "allennlp", "efml")
-
-
-def detect_format(path: PathLike) -> str:
-    """"efml" for an ELMoForManyLangs model directory (or one of its files), else "allennlp"
-    (bilm-tf layout: a weights file, or a directory with options.json/weights.hdf5). A
-    directory with neither set of files is an error."""
-    path = Path(path)
-    if is_efml_file(path):
-        return "efml"
-    if (path.is_dir() and not (path / WEIGHTS_NAME).exists()
-            and not (path / OPTIONS_NAME).exists()):
-        if is_efml_dir(path):
-            return "efml"
-        raise ElmoError(Errors.E030.format(path=path))
-    return "allennlp"
-
-
-def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
-                  ) -> Tuple[Path, Path]:
-    """(options, weights) from a weights file (+ options file) or a directory with both.
-
-    Without `options`, looks beside the weights for `options.json`, and for AllenNLP's
-    naming, `<name>_options.json` beside `<name>_weights.hdf5`.
-    """
-    weights = Path(weights)
-    if weights.is_dir():
-        directory = weights
-        weights = directory / WEIGHTS_NAME
-        if not weights.exists():
-            raise ElmoError(Errors.E008.format(path=directory, name=WEIGHTS_NAME))
-    if not weights.exists():
-        raise ElmoError(Errors.E001.format(path=weights, cwd=Path.cwd()))
-    if options is None:
-        candidates = [weights.with_name(OPTIONS_NAME)]
-        if weights.name.endswith("_weights.hdf5"):
-            candidates.insert(0, weights.with_name(
-                weights.name[: -len("_weights.hdf5")] + "_options.json"))
-        found = [c for c in candidates if c.exists()]
-        if not found:
-            raise ElmoError(Errors.E016.format(
-                weights=weights, tried=", ".join(str(c) for c in candidates)))
-        return found[0], weights
-    options = Path(options)
-    if not options.exists():
-        raise ElmoError(Errors.E001.format(path=options, cwd=Path.cwd()))
-    return options, weights
 
 
 def _hdf5_names(options: BiLMOptions) -> Iterator[Tuple[str, Tuple[int, ...]]]:
@@ -227,25 +180,26 @@ def write_hdf5(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
 
 
-def load_bilm(weights: PathLike, options: Optional[PathLike] = None,
-              word_cache_size: int = 0, *, format: str = "auto") -> BiLM:
-    """A BiLM from a weights file (+ options) or a directory, in eval mode.
+def load_bilm(weights: Optional[PathLike], options: Optional[PathLike] = None,
+              word_cache_size: int = 0, *, format: str = "auto", lang: str = "en") -> BiLM:
+    """A BiLM in eval mode, from whatever `locate` accepts: a weights file (+ options), a
+    directory, a published name, a URL, or None (the biLM bundled for `lang`).
 
     format: "allennlp" (bilm-tf/AllenNLP: weights.hdf5 + options.json), "efml" (an
     ELMoForManyLangs model directory; `options` is then its network config, needed only when
     neither the directory nor the built-in released config has it), or "auto" (detected).
     """
-    if format not in FORMATS:
-        raise ElmoError(Errors.E012.format(value=format, name="the weights format",
-                                           choices=list(FORMATS)))
-    if format == "auto":
-        format = detect_format(weights)
-    if format == "efml":
-        return load_efml(weights, options, word_cache_size=word_cache_size)
-    options_path, weights_path = resolve_paths(weights, options)
-    opts = BiLMOptions.from_file(options_path)
+    return load_files(locate(weights, options, format=format, lang=lang), word_cache_size)
+
+
+def load_files(files: BiLMFiles, word_cache_size: int = 0) -> BiLM:
+    """A BiLM in eval mode from the files `locate` found."""
+    if files.format == "efml":
+        return load_efml(files.weights, files.options, word_cache_size=word_cache_size)
+    assert files.options is not None  # `locate` finds the options of this format
+    opts = BiLMOptions.from_file(files.options)
     bilm = BiLM(opts, word_cache_size=word_cache_size)
-    load_into(bilm, read_hdf5(weights_path, opts))
+    load_into(bilm, read_hdf5(files.weights, opts))
     return bilm.eval()
 
 

@@ -1,8 +1,29 @@
-"""Cover a long token sequence with overlapping windows, so no token sits at a cut."""
+"""What goes through the biLM, and in which batches: long token sequences cut into overlapping
+windows (so that no token sits at a cut), and windows grouped longest-first into batches
+bounded in rows and padded tokens. The `elmo` component and `Embedder` both use it."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+BATCH_SIZE = 64  # rows (windows) per biLM call
+MAX_BATCH_TOKENS = 8192  # rows x (longest row + <S>, </S>) per biLM call
+
+
+@dataclass
+class Piece:
+    """One row of a biLM batch: `words`, a window of sequence number `source`. The outputs
+    of `words[start:end]` are kept (the rest is context); they belong at `targets` of the
+    sequence's output (token positions in a doc, or in a sentence)."""
+
+    source: int
+    words: Sequence[str]
+    start: int
+    end: int
+    targets: np.ndarray
 
 
 def windows(n: int, size: int, context: int) -> List[Tuple[int, int, int, int]]:
@@ -14,3 +35,29 @@ def windows(n: int, size: int, context: int) -> List[Tuple[int, int, int, int]]:
         return [(0, n, 0, n)]
     return [(max(0, start - context), min(n, start + size + context), start,
              min(n, start + size)) for start in range(0, n, size)]
+
+
+def split(source: int, words: Sequence[str], targets: np.ndarray, size: int,
+          context: Optional[int] = None) -> List[Piece]:
+    """The pieces of one sequence: windows of `size` words with `context` words (default
+    size // 4) on either side; `targets[i]` is where the output of `words[i]` belongs."""
+    context = size // 4 if context is None else context
+    return [Piece(source, words[first:last], keep_start - first, keep_end - first,
+                  targets[keep_start:keep_end])
+            for first, last, keep_start, keep_end in windows(len(words), size, context)]
+
+
+def batches(pieces: Sequence[Piece], batch_size: int = BATCH_SIZE,
+            max_batch_tokens: int = MAX_BATCH_TOKENS) -> List[List[Piece]]:
+    """The pieces sorted longest first (ties in input order), in consecutive batches of at
+    most `batch_size` rows and `max_batch_tokens` padded tokens (a longer piece still gets
+    a batch of its own)."""
+    result: List[List[Piece]] = []
+    longest = 0
+    for piece in sorted(pieces, key=lambda p: len(p.words), reverse=True):
+        if not result or len(result[-1]) == batch_size or (
+                (len(result[-1]) + 1) * (longest + 2) > max_batch_tokens):
+            result.append([])
+            longest = len(piece.words)
+        result[-1].append(piece)
+    return result

@@ -17,6 +17,13 @@ from wasabi import Printer  # noqa: E402
 app = typer.Typer(name="spacy-elmo", no_args_is_help=True, add_completion=False,
                   help="ELMo for spaCy: embed text, inspect, pretrain and export biLMs.")
 _stderr = Printer(no_print=True)
+WEIGHTS_HELP = ("weights.hdf5, a directory with weights.hdf5 and options.json, an "
+                "ELMoForManyLangs model directory, an http(s):// or file:// URL, or a published "
+                "biLM: allennlp/small, allennlp/medium, allennlp/original, "
+                "allennlp/original-5.5B (downloaded once into the cache).")
+OPTIONS_HELP = ("options.json (default: the one beside the weights); for an ELMoForManyLangs "
+                "model, its network config when the model directory lacks it.")
+FORMAT_HELP = "auto (detected), allennlp or efml."
 
 
 def main() -> None:

@@ -13,18 +13,14 @@ import typer
 from tqdm import tqdm
 from wasabi import msg
 
-from ..bilm.embedder import (
-    LAYER_MODES,
-    Embedder,
-    check_output,
-    count_lines,
-    read_lines,
-    write_embeddings,
-)
+from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.files import Terminated
+from ..bilm.sources import PathLike
 from ..bilm.weights import load_bilm
+from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
-from . import app, fail
+from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
+from .embed_files import check_output, count_lines, read_lines, write_embeddings
 
 EMBED_HELP = (
     "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
@@ -40,18 +36,13 @@ def embed_cli(
     input_path: Path = typer.Argument(..., metavar="INPUT", help=(
         "UTF-8 text, one whitespace-tokenized sentence per line ('-': standard input).")),
     output_path: Path = typer.Argument(..., metavar="OUTPUT", help="HDF5 file to write."),
-    weights: Path = typer.Option(..., "--weights", help=(
-        "weights.hdf5, a directory with weights.hdf5 and options.json, or an "
-        "ELMoForManyLangs model directory.")),
-    options: Optional[Path] = typer.Option(None, "--options", help=(
-        "options.json (default: the one beside the weights); for an ELMoForManyLangs model, "
-        "its network config when the model directory lacks it.")),
-    weights_format: str = typer.Option("auto", "--format", help=(
-        "auto (detected), allennlp or efml.")),
+    weights: str = typer.Option(..., "--weights", help=WEIGHTS_HELP),
+    options: Optional[str] = typer.Option(None, "--options", help=OPTIONS_HELP),
+    weights_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
     layers: str = typer.Option("all", "--layers", help=(
         "all: (L+1, n_tokens, width) per line; top: the top layer; average: the mean of "
         "all layers (both (n_tokens, width)).")),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per batch."),
+    batch_size: int = typer.Option(BATCH_SIZE, "--batch-size", help="Sentences per batch."),
     stateful: bool = typer.Option(False, "--stateful", help=(
         "The reference stateful mode: lines go in file order, --batch-size per batch, and "
         "each batch row starts from the state the previous batch left in that row.")),
@@ -72,16 +63,16 @@ def embed_cli(
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        fail(f"Interrupted: nothing was written to '{output_path}'.", code=130)
+        fail(Errors.E029.format(signal="Ctrl-C (SIGINT)", output=output_path), code=130)
     except Terminated as err:
-        fail(f"Stopped by {signal.Signals(err.signum).name}: nothing was written to "
-             f"'{output_path}'.", code=128 + err.signum)
+        fail(Errors.E029.format(signal=signal.Signals(err.signum).name, output=output_path),
+             code=128 + err.signum)
     msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 
-def embed_file(input_path: Path, output_path: Path, *, weights: Path,
-               options: Optional[Path] = None, weights_format: str = "auto",
-               layers: str = "all", batch_size: int = 64, stateful: bool = False,
+def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
+               options: Optional[PathLike] = None, weights_format: str = "auto",
+               layers: str = "all", batch_size: int = BATCH_SIZE, stateful: bool = False,
                gpu_id: int = -1, word_cache: int = 100_000, window: int = 200,
                overwrite: bool = False, progress: bool = True) -> int:
     """The `embed` command as a function; returns the number of lines written.

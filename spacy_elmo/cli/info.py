@@ -10,9 +10,10 @@ from wasabi import msg
 
 from ..bilm.efml import CHAR_DIC, ENCODER, TOKEN_EMBEDDER, WORD_DIC, read_efml
 from ..bilm.options import BiLMOptions
-from ..bilm.weights import FORMATS, detect_format, read_hdf5, resolve_paths
-from ..errors import ElmoError, Errors
-from . import app, fail
+from ..bilm.sources import PathLike, locate
+from ..bilm.weights import read_hdf5
+from ..errors import ElmoError
+from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 
 PARTS = (("char embedding", "char_embed"), ("char CNN", "CNN/"), ("highway", "CNN_high_"),
          ("projection", "CNN_proj/"), ("LSTM forward", "RNN_0/"), ("LSTM backward", "RNN_1/"))
@@ -26,14 +27,9 @@ EFML_PARTS = (("word embedding", TOKEN_EMBEDDER, "word_emb_layer."),
 
 @app.command("info")
 def info_cli(
-    weights: Path = typer.Argument(..., metavar="WEIGHTS_OR_DIR", help=(
-        "weights.hdf5, a directory with weights.hdf5 and options.json, or an "
-        "ELMoForManyLangs model directory.")),
-    options: Optional[Path] = typer.Option(None, "--options", help=(
-        "options.json (default: the one beside the weights); for an ELMoForManyLangs model, "
-        "its network config when the model directory lacks it.")),
-    weights_format: str = typer.Option("auto", "--format", help=(
-        "auto (detected), allennlp or efml.")),
+    weights: str = typer.Argument(..., metavar="WEIGHTS", help=WEIGHTS_HELP),
+    options: Optional[str] = typer.Option(None, "--options", help=OPTIONS_HELP),
+    weights_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
 ) -> None:
     """Show a biLM's options, parameter counts per part, and its output layers."""
     try:
@@ -51,20 +47,18 @@ def info_cli(
              f"each {opts.output_dim} wide")
 
 
-def describe(weights: Path, options: Optional[Path] = None, *, weights_format: str = "auto"
+def describe(weights: PathLike, options: Optional[PathLike] = None, *,
+             weights_format: str = "auto"
              ) -> Tuple[BiLMOptions, Dict[str, int], List[Tuple[str, str]]]:
     """Options, parameter counts per part (and 'total'), and the files read (label, path).
 
     Every stored tensor is read and checked against the options, so a broken file fails
     here."""
-    if weights_format not in FORMATS:
-        raise ElmoError(Errors.E012.format(value=weights_format, name="--format",
-                                           choices=list(FORMATS)))
-    if weights_format == "auto":
-        weights_format = detect_format(weights)
-    if weights_format == "efml":
-        return _describe_efml(Path(weights), options)
-    options_path, weights_path = resolve_paths(weights, options)
+    source = locate(weights, options, format=weights_format)
+    if source.format == "efml":
+        return _describe_efml(source.weights, source.options)
+    assert source.options is not None  # `locate` finds the options of this format
+    options_path, weights_path = source.options, source.weights
     opts = BiLMOptions.from_file(options_path)
     arrays = read_hdf5(weights_path, opts)
     counts = {part: sum(a.size for name, a in arrays.items() if name.startswith(prefix))

@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..bilm.files import Terminated
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from ..validation import check_all, integer
 from . import app, fail, warn
 
@@ -67,7 +67,9 @@ def pretrain_cli(
         help="Also export the model to OUTPUT/snapshots/step_N/ (with its dev perplexity) "
              "every N steps: the checkpoints a perplexity-vs-score plot needs"),
     init_weights: Optional[str] = typer.Option(
-        None, "--init-weights", help="Start from a published weights.hdf5 (or its directory)"),
+        None, "--init-weights",
+        help="Start from a published biLM: weights.hdf5, its directory, a URL or a name "
+             "such as allennlp/small"),
     init_options: Optional[str] = typer.Option(None, "--init-options",
                                                help="options.json of --init-weights"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
@@ -122,18 +124,16 @@ def pretrain_cli(
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:  # before the training loop, which turns it into a stop
-        fail("Interrupted outside the training loop; files already written are intact "
-             "(continue with --resume if the run has a checkpoint).", code=130)
+        fail(Errors.E120.format(signal="Ctrl-C (SIGINT)"), code=130)
     except Terminated as err:
-        fail(f"Stopped by {signal.Signals(err.signum).name}.", code=128 + err.signum)
+        fail(Errors.E120.format(signal=signal.Signals(err.signum).name), code=128 + err.signum)
     main_rank = int(os.environ.get("RANK", "0")) == 0
     if result.stopped:
         # not finished: a non-zero status, as the shell gives a process the signal killed
         signum = result.signum or signal.SIGTERM
         if main_rank:
-            warn(f"Stopped by {signal.Signals(signum).name} at step {result.step}; "
-                 f"checkpoint saved. Continue with: spacy-elmo pretrain --output "
-                 f"{cfg.output} --resume")
+            warn(Warnings.W011.format(signal=signal.Signals(signum).name, step=result.step,
+                                      output=cfg.output))
         raise typer.Exit(128 + signum)
     if main_rank:
         msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")
@@ -170,7 +170,7 @@ def export_cli(
 
 @app.command("perplexity")
 def perplexity_cli(
-    model: Path = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
+    model: str = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
     text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
     lang: str = typer.Option("whitespace", "--lang",
                              help="spaCy language for tokenization, as in pretraining"),

@@ -18,7 +18,7 @@ class OutputCache:
     starts with an empty cache.
     """
 
-    def __init__(self, max_mb: float = 512.0) -> None:
+    def __init__(self, max_mb: float) -> None:
         self.max_bytes = int(max_mb * 2**20)
         self._entries: OrderedDict[Tuple[str, ...], Any] = OrderedDict()
         self._stamp: Optional[Tuple] = None

@@ -10,26 +10,18 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer
+from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
-from ..bilm.weights import FORMATS
+from ..bilm.sources import FORMATS
 from ..errors import ElmoError, Errors
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm
+from .elmo_model import has_bilm, load_weights
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener, replace_listener, replace_listener_cfg
-from .loading import load_weights_into
 
-DEFAULT_MODEL = Config().from_str("""
-[model]
-@architectures = "spacy-elmo.ElmoModel.v1"
-batch_size = 64
-max_sentence_tokens = 100
-word_cache_size = 50000
-output_cache_mb = 0
-dropout = 0.0
-""")["model"]
+# The settings' defaults are build_elmo_model's own: spaCy fills them in.
+DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}
 
 
 @Language.factory(
@@ -46,7 +38,9 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
     """ELMo vectors on `doc._.elmo` (and all layers on `doc._.elmo_layers`).
 
     weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, an
-    ELMoForManyLangs model directory, or a URL; None uses the bundled small English biLM.
+    ELMoForManyLangs model directory, a URL, or a published name such as
+    "allennlp/original"; None uses the biLM bundled for the pipeline's language (English:
+    a small one; other languages have none yet, and need `weights`).
     options: options.json when it is not beside the weights (for an ELMoForManyLangs model:
     its network config, when the model directory lacks it). weights_format: "auto"
     (detected), "allennlp" or "efml". store_layers: keep all L+1 layers on every doc
@@ -145,14 +139,14 @@ class ElmoComponent(TrainablePipe):
         self._load()
 
     def _load(self) -> None:
-        load_weights_into(self.model, self.cfg["weights"], self.cfg["options"],
-                          weights_format=self.cfg.get("weights_format", "auto"))
+        load_weights(self.model, self.cfg["weights"], self.cfg["options"],
+                     weights_format=self.cfg.get("weights_format", "auto"),
+                     lang=self.vocab.lang)
         weights = self.cfg["mix_weights"]
         n_layers = self.model.get_dim("nL")
         if weights is not None and len(weights) != n_layers:
-            raise ElmoError(Errors.E020.format(
-                key=f"[components.{self.name}] mix_weights", value=weights, fix="",
-                what=f"{n_layers} numbers (one per layer of this biLM)"))
+            raise ElmoError(Errors.E058.format(name=self.name, n=len(weights),
+                                               n_layers=n_layers))
         for listener in self.listeners:
             self._sync_listener(listener)
 
@@ -175,13 +169,15 @@ class ElmoComponent(TrainablePipe):
         keep_layers = self.cfg["store_layers"] or bool(self.listener_map)
         for doc, layers in zip(docs, outputs):
             array = self.model.ops.to_numpy(layers).astype("float32", copy=False)
-            doc._.elmo = self.mix(array)
+            doc._.elmo = self.fixed_mix(array)
             doc._.elmo_layers = array if keep_layers else None
             if self.cfg["set_vector_hooks"]:
                 set_vector_hooks(doc)
 
-    def mix(self, layers: np.ndarray) -> np.ndarray:
-        """This component's fixed mix: (L+1, n, width) -> (n, width)."""
+    def fixed_mix(self, layers: np.ndarray) -> np.ndarray:
+        """`doc._.elmo`: this component's fixed weighted average of the layers, `gamma *
+        sum_j p_j h_j` with p the normalised `mix_weights` (equal without them): (L+1, n,
+        width) -> (n, width). Not learned; each listener learns its own ScalarMix."""
         weights = self.cfg["mix_weights"]
         if weights is None:
             probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")

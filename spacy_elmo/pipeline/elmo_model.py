@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import srsly
@@ -17,12 +17,12 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
-from ..bilm import BiLM, BiLMOptions, CharIds, WordCache
+from ..bilm import BiLM, BiLMOptions, CharIds, WordCache, load_bilm
 from ..bilm.dictionary import TokenDictionary
+from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, Piece, batches, split
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
 from .cache import OutputCache
-from .segments import Segment, length_batches, split_docs
 
 
 class BiLMHolder(torch.nn.Module):
@@ -61,7 +61,8 @@ class BiLMShim(PyTorchShim):
                 holder.bilm.word_cache.clear()
 
 
-MODEL_RULES = {"batch_size": integer(1), "max_sentence_tokens": integer(1),
+MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
+               "max_sentence_tokens": integer(1),
                "word_cache_size": integer(0), "output_cache_mb": number(0),
                "dropout": number(0, 1, high_open=True)}
 
@@ -69,22 +70,26 @@ MODEL_RULES = {"batch_size": integer(1), "max_sentence_tokens": integer(1),
 @registry.architectures("spacy-elmo.ElmoModel.v1")
 def build_elmo_model(
     *,
-    batch_size: int = 64,
+    batch_size: int = BATCH_SIZE,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
     max_sentence_tokens: int = 100,
     word_cache_size: int = 50_000,
-    output_cache_mb: float = 512.0,
+    output_cache_mb: float = 0.0,
     dropout: float = 0.0,
 ) -> Model[List[Doc], List[Floats3d]]:
     """Run docs through a biLM, sentence by sentence; output (L+1, n_tokens, width) per doc.
 
-    batch_size: sentences per biLM call (sorted by length). max_sentence_tokens: longer
+    batch_size, max_batch_tokens: the most sentences (windows), and rows x padded tokens, per
+    biLM call (sentences sorted by length). max_sentence_tokens: longer
     sentences, and docs without sentence boundaries, run as overlapping windows of this size
     (plus a quarter of it as context on each side).
     word_cache_size: token-encoder outputs kept per distinct word (inference only, exact).
-    output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs.
+    output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs (off
+    by default: for inference it only holds memory; the training configs set 2048).
     dropout: the biLM's own dropout, used only when it is fine-tuned.
     """
-    check_all({"batch_size": batch_size, "max_sentence_tokens": max_sentence_tokens,
+    check_all({"batch_size": batch_size, "max_batch_tokens": max_batch_tokens,
+               "max_sentence_tokens": max_sentence_tokens,
                "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
                "dropout": dropout}, MODEL_RULES, Errors.E020,
               {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
@@ -100,12 +105,22 @@ def build_elmo_model(
         dims={"nO": None, "nL": None},
         attrs={
             "batch_size": batch_size,
+            "max_batch_tokens": max_batch_tokens,
             "max_sentence_tokens": max_sentence_tokens,
             "word_cache_size": word_cache_size,
             "dropout": dropout,
             "output_cache": OutputCache(output_cache_mb),
         },
     )
+
+
+def load_weights(model: Model, weights: Optional[str], options: Optional[str], *,
+                 weights_format: str = "auto", lang: str = "en", reload: bool = True) -> None:
+    """Load a biLM into an ElmoModel from what `bilm.sources.locate` accepts (None: the biLM
+    bundled for `lang`). With reload=False a model that already holds a biLM (e.g. from a
+    saved pipeline) is left as it is."""
+    if reload or not has_bilm(model):
+        set_bilm(model, load_bilm(weights, options, format=weights_format, lang=lang))
 
 
 def get_holder(model: Model) -> BiLMHolder:
@@ -142,50 +157,67 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     ops = model.ops
     outputs: List[Any] = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
-    segments = split_docs(docs, model.attrs["max_sentence_tokens"])
     cache: Optional[OutputCache] = None if is_train else model.attrs["output_cache"]
     if cache is not None:
         cache.validate(holder.generation, holder.bilm.parameters())
-    todo: List[int] = []
-    for k, seg in enumerate(segments):
-        hit = cache.get(tuple(seg.words)) if cache is not None else None
+    todo: List[Piece] = []
+    for piece in doc_pieces(docs, model.attrs["max_sentence_tokens"]):
+        hit = cache.get(tuple(piece.words)) if cache is not None else None
         if hit is not None:
-            positions = ops.asarray1i(seg.positions.tolist())
-            outputs[seg.doc][:, positions] = hit[:, seg.start : seg.end]
+            targets = ops.asarray1i(piece.targets.tolist())
+            outputs[piece.source][:, targets] = hit[:, piece.start : piece.end]
         else:
-            todo.append(k)
-    _warn_truncation(holder, [segments[k] for k in todo])
-    pending: List[Tuple[List[Segment], Callable, Tuple[int, ...]]] = []
-    for batch in length_batches([segments[k] for k in todo], model.attrs["batch_size"]):
-        batch_segments = [segments[todo[b]] for b in batch]
-        ids = holder.char_ids.batch([seg.words for seg in batch_segments]).numpy()
+            todo.append(piece)
+    _warn_truncation(holder, todo)
+    pending: List[Tuple[List[Piece], Callable, Tuple[int, ...]]] = []
+    for batch in batches(todo, model.attrs["batch_size"], model.attrs["max_batch_tokens"]):
+        ids = holder.char_ids.batch([piece.words for piece in batch]).numpy()
         layers, backprop_batch = wrapper(ids, is_train)
-        for b, seg in enumerate(batch_segments):
-            values = layers[:, b, : len(seg.words)]
-            positions = ops.asarray1i(seg.positions.tolist())
-            outputs[seg.doc][:, positions] = values[:, seg.start : seg.end]
+        for b, piece in enumerate(batch):
+            values = layers[:, b, : len(piece.words)]
+            targets = ops.asarray1i(piece.targets.tolist())
+            outputs[piece.source][:, targets] = values[:, piece.start : piece.end]
             if cache is not None:
-                cache.put(tuple(seg.words), values.copy())
+                cache.put(tuple(piece.words), values.copy())
         if is_train:
-            pending.append((batch_segments, backprop_batch, layers.shape))
+            pending.append((batch, backprop_batch, layers.shape))
 
     def backprop(d_outputs: List[Any]) -> List[Doc]:
-        for batch_segments, backprop_batch, shape in pending:
+        for batch, backprop_batch, shape in pending:
             d_layers: Any = ops.alloc4f(*shape)
-            for b, seg in enumerate(batch_segments):
-                positions = ops.asarray1i(seg.positions.tolist())
-                d_layers[:, b, seg.start : seg.end] = d_outputs[seg.doc][:, positions]
+            for b, piece in enumerate(batch):
+                targets = ops.asarray1i(piece.targets.tolist())
+                d_layers[:, b, piece.start : piece.end] = d_outputs[piece.source][:, targets]
             backprop_batch(d_layers)
         return []
 
     return outputs, backprop
 
 
-def _warn_truncation(holder: BiLMHolder, segments: List[Segment]) -> None:
+def doc_pieces(docs: Sequence[Doc], max_tokens: int) -> List[Piece]:
+    """The biLM inputs of docs: sentences when the docs have boundaries, else the whole doc,
+    each cut into windows of `max_tokens` with context (`bilm.windows.split`); a piece's
+    source is its doc, its targets the doc's token positions. Whitespace tokens are left out
+    (the biLM was never trained on them; they get zero vectors)."""
+    pieces: List[Piece] = []
+    for i, doc in enumerate(docs):
+        if doc.has_annotation("SENT_START"):
+            spans = [(sent.start, sent.end) for sent in doc.sents]
+        else:
+            spans = [(0, len(doc))]
+        for span_start, span_end in spans:
+            positions = [t.i for t in doc[span_start:span_end] if not t.is_space]
+            if positions:
+                pieces += split(i, [doc[p].text for p in positions],
+                                np.asarray(positions, dtype=np.int64), max_tokens)
+    return pieces
+
+
+def _warn_truncation(holder: BiLMHolder, pieces: List[Piece]) -> None:
     """Say (once per loaded model) that tokens were cut to the biLM's per-token budget."""
     if holder.warned_truncation or holder.char_ids is None:
         return
-    long = holder.char_ids.too_long(w for seg in segments for w in seg.words)
+    long = holder.char_ids.too_long(w for piece in pieces for w in piece.words)
     if long:
         holder.warned_truncation = True
         warnings.warn(holder.char_ids.truncation_warning(long), stacklevel=2)

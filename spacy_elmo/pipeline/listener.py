@@ -11,11 +11,11 @@ from spacy.util import registry
 from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
+from ..bilm.sources import FORMATS
 from ..errors import ElmoError, Errors, Warnings
-from ..validation import boolean, check_all, integer, number, path, string
-from .elmo_model import build_elmo_model
-from .loading import load_weights_into
-from .scalar_mix import ScalarMix
+from ..validation import boolean, check_all, choice, integer, number, path, string
+from .elmo_model import build_elmo_model, load_weights
+from .scalar_mix import ScalarMix, scalar_mixes
 
 
 class ElmoListener(Model):
@@ -93,7 +93,8 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
 
 
 MIX_RULES = {"upstream": string(), "weights": path(optional=True),
-             "options": path(optional=True), "grad_factor": number(0),
+             "options": path(optional=True), "weights_format": choice(FORMATS),
+             "grad_factor": number(0),
              "layer_norm": boolean(), "dropout": number(0, 1, high_open=True),
              "width": integer(1, optional=True)}
 
@@ -124,7 +125,31 @@ def build_elmo_listener(
     receiver = ElmoListener(upstream, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _assemble(mixed, receiver, features, width, encode)
+    return _assemble(mixed, receiver, features, width, encode, "spacy-elmo.ElmoListener.v1")
+
+
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v2")
+def build_elmo_tok2vec_v2(
+    *,
+    elmo: Model[List[Doc], List[Floats3d]],
+    weights: Optional[str] = None,
+    options: Optional[str] = None,
+    weights_format: str = "auto",
+    grad_factor: float = 0.0,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    width: Optional[int] = None,
+    encode: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A component's own biLM (not shared with other components), with this task's mix.
+
+    elmo: the biLM runner, e.g. a spacy-elmo.ElmoModel.v1 block (it owns batching, caches
+    and the biLM's dropout). weights, options, weights_format: as the `elmo` component's,
+    loaded at initialize (None: the biLM bundled for the docs' language). The other
+    settings as in ElmoListener.v1."""
+    return _private_tok2vec(elmo, weights, options, weights_format, grad_factor, layer_norm,
+                            dropout, features, width, encode, "spacy-elmo.ElmoTok2Vec.v2")
 
 
 @registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
@@ -135,30 +160,39 @@ def build_elmo_tok2vec(
     grad_factor: float = 0.0,
     layer_norm: bool = False,
     dropout: float = 0.0,
-    batch_size: int = 64,
-    max_sentence_tokens: int = 100,
-    word_cache_size: int = 50_000,
-    output_cache_mb: float = 512.0,
-    bilm_dropout: float = 0.0,
+    batch_size: Optional[int] = None,
+    max_sentence_tokens: Optional[int] = None,
+    word_cache_size: Optional[int] = None,
+    output_cache_mb: Optional[float] = None,
+    bilm_dropout: Optional[float] = None,
     features: Optional[Model[List[Doc], List[Floats2d]]] = None,
     width: Optional[int] = None,
     encode: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
 ) -> Model[List[Doc], List[Floats2d]]:
-    """A component's own biLM (not shared with other components), loaded from `weights`
-    (None: the bundled English biLM) at initialize, with this task's mix; the other
-    settings as in ElmoListener.v1."""
-    check_all({"weights": weights, "options": options, "grad_factor": grad_factor,
-               "layer_norm": layer_norm, "dropout": dropout, "width": width}, MIX_RULES,
-              Errors.E020, {key: f"spacy-elmo.ElmoTok2Vec.v1 {key}" for key in MIX_RULES})
-    elmo = build_elmo_model(batch_size=batch_size, max_sentence_tokens=max_sentence_tokens,
-                            word_cache_size=word_cache_size, output_cache_mb=output_cache_mb,
-                            dropout=bilm_dropout)
-    elmo.attrs["weights"] = weights
-    elmo.attrs["options"] = options
+    """The first version of ElmoTok2Vec (configs and pipelines that name it keep loading):
+    the ElmoModel settings inline (null: ElmoModel.v1's default; bilm_dropout is its
+    dropout). New configs use v2, which takes an `elmo` block."""
+    settings = {"batch_size": batch_size, "max_sentence_tokens": max_sentence_tokens,
+                "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
+                "dropout": bilm_dropout}
+    elmo = build_elmo_model(**{k: v for k, v in settings.items() if v is not None})
+    return _private_tok2vec(elmo, weights, options, "auto", grad_factor, layer_norm, dropout,
+                            features, width, encode, "spacy-elmo.ElmoTok2Vec.v1")
+
+
+def _private_tok2vec(elmo: Model, weights: Optional[str], options: Optional[str],
+                     weights_format: str, grad_factor: float, layer_norm: bool, dropout: float,
+                     features: Optional[Model], width: Optional[int], encode: Optional[Model],
+                     where: str) -> Model[List[Doc], List[Floats2d]]:
+    check_all({"weights": weights, "options": options, "weights_format": weights_format,
+               "grad_factor": grad_factor, "layer_norm": layer_norm, "dropout": dropout,
+               "width": width}, MIX_RULES, Errors.E020,
+              {key: f"{where} {key}" for key in MIX_RULES})
+    elmo.attrs.update(weights=weights, options=options, weights_format=weights_format)
     runner = private_runner(elmo, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return _assemble(mixed, runner, features, width, encode)
+    return _assemble(mixed, runner, features, width, encode, where)
 
 
 def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
@@ -175,17 +209,13 @@ def replace_listener(new_model: Model, listener: Model, component: Any) -> Model
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]
                          ) -> Dict[str, Any]:
-    """The config of `replace_listener`'s result: an ElmoTok2Vec.v1 block (its weights come
-    with the pipeline, so `weights` stays null)."""
-    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v1",
-                           "weights": None, "options": None}
+    """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 block with the `elmo`
+    component's model block (its weights come with the pipeline, so `weights` stays null)."""
+    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
+                           "elmo": dict(elmo_cfg), "weights": None, "options": None}
     for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
         if key in listener_cfg:
             cfg[key] = listener_cfg[key]
-    for key in ("batch_size", "max_sentence_tokens", "word_cache_size", "output_cache_mb"):
-        if key in elmo_cfg:
-            cfg[key] = elmo_cfg[key]
-    cfg["bilm_dropout"] = elmo_cfg.get("dropout", 0.0)
     return cfg
 
 
@@ -204,15 +234,14 @@ def _private_forward(model: Model, docs: List[Doc], is_train: bool
 
 
 def _assemble(mixed: Model, source: Model, features: Optional[Model], width: Optional[int],
-              encode: Optional[Model]) -> Model[List[Doc], List[Floats2d]]:
+              encode: Optional[Model], where: str) -> Model[List[Doc], List[Floats2d]]:
     """[features ;] mix, then optionally a Maxout projection to `width` and an encoder."""
     inner = mixed if features is None else concatenate(features, mixed)
     refs: Dict[str, Optional[Model]] = {"elmo_source": source}
     if features is not None:
         refs["features"] = features
     if encode is not None and width is None:
-        raise ElmoError(Errors.E020.format(key="width", value=None, fix="",
-                                           what="set when `encode` is (the encoder's width)"))
+        raise ElmoError(Errors.E057.format(where=where))
     if width is not None:
         inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))
         if encode is not None:
@@ -235,14 +264,15 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
             source.upstream.ensure_loaded()
     else:  # a private biLM: load it first (a loaded or copied one is kept)
         dims_from = source.layers[0]
-        load_weights_into(dims_from, dims_from.attrs.get("weights"),
-                          dims_from.attrs.get("options"), reload=False)
+        # without weights, the biLM bundled for the docs' language (English without docs)
+        load_weights(dims_from, dims_from.attrs.get("weights"), dims_from.attrs.get("options"),
+                     weights_format=dims_from.attrs.get("weights_format", "auto"),
+                     lang=X[0].vocab.lang if X else "en", reload=False)
     if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
         raise ElmoError(Errors.E053)
     inner = model.layers[0]
-    for node in inner.walk():
-        if node.name == "elmo-scalar-mix":
-            node.set_dim("nL", dims_from.get_dim("nL"), force=True)
+    for mix in scalar_mixes(inner):
+        mix.set_dim("nL", dims_from.get_dim("nL"), force=True)
     inner.initialize(X=X)
     width = model.attrs["width"]
     if width is None:

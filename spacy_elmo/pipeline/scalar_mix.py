@@ -8,7 +8,10 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
+from ..errors import ElmoError, Errors
+
 EPS = 1e-6
+LAYER_NAME = "elmo-scalar-mix"
 
 
 @registry.layers("spacy-elmo.ScalarMix.v1")
@@ -20,9 +23,14 @@ def ScalarMix(*, n_layers: Optional[int] = None, layer_norm: bool = False,
     so a doc's vectors never depend on the rest of the batch. dropout applies to the mixed
     vectors during training; it is this layer's own setting, not [training] dropout.
     """
-    return Model("elmo-scalar-mix", _forward, init=_init, dims={"nL": n_layers},
+    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers},
                  params={"w": None, "gamma": None},
                  attrs={"layer_norm": layer_norm, "elmo_dropout": dropout})
+
+
+def scalar_mixes(model: Model) -> List[Model]:
+    """The ScalarMix layers in `model`'s tree (a listener or private tok2vec has one)."""
+    return [node for node in model.walk() if node.name == LAYER_NAME]
 
 
 def _init(model: Model, X: Optional[List[Floats3d]] = None, Y: Optional[object] = None
@@ -45,7 +53,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     width = Xs[0].shape[2] if Xs else 0
     X: Any = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
     if X.shape[0] != n_layers:
-        raise ValueError(f"ScalarMix expects {n_layers} layers, got {X.shape[0]}.")
+        raise ElmoError(Errors.E059.format(expected=n_layers, found=X.shape[0]))
     if model.attrs["layer_norm"]:
         mean = X.mean(axis=-1, keepdims=True)
         std = xp.sqrt(((X - mean) ** 2).mean(axis=-1, keepdims=True) + EPS)

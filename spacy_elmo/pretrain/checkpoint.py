@@ -26,6 +26,9 @@ SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_INFO = "dev.json"
 FORMAT = "spacy-elmo-pretrain/1"
 CHECKSUM = "tensors_sha256"
+# Settings that checkpoints recorded only from a later version on, with the value an earlier
+# run had: before the shuffle buffer existed, runs read their files in order.
+IMPLIED_SETTINGS = {"shuffle_buffer": 0}
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -86,6 +89,18 @@ def load_checkpoint(path: PathLike) -> Dict[str, Any]:
         raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
     if CHECKSUM in data and data[CHECKSUM] != tensors_checksum(data):
         raise ElmoError(Errors.E119.format(path=path))
+    return upgrade(data)
+
+
+def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A checkpoint in today's layout, whichever version wrote it (in place). `implied`:
+    the settings the run had without recording them, which a resumed run takes over."""
+    implied = {k: v for k, v in IMPLIED_SETTINGS.items() if k not in data["frozen"]}
+    data["frozen"].update(implied)
+    data["implied"] = implied
+    data.setdefault("cpu_elapsed", 0.0)  # CPU time was counted from a later version on
+    for rank in data["ranks"]:
+        rank.setdefault("cuda_rng", None)
     return data
 
 

@@ -22,11 +22,13 @@ from ..validation import (
     string,
     strings,
 )
+from .corpus import TextSettings
 
 # Settings that fix the model or the data streams: a resumed run must keep them.
 FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split_sentences",
                "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
                "init_weights", "shuffle_buffer")
+TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
 OPTIMIZERS = ("adagrad", "adam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 PRECISIONS = ("fp32", "bf16")
@@ -62,12 +64,12 @@ class PretrainConfig:
     train: List[str] = field(default_factory=list)
     dev: List[str] = field(default_factory=list)
     output: str = "runs/elmo"
-    lang: str = "whitespace"
-    segmenter: Optional[str] = None
-    split_sentences: bool = True
-    max_sentence_tokens: int = 200
+    lang: str = TEXT.lang
+    segmenter: Optional[str] = TEXT.segmenter
+    split_sentences: bool = TEXT.split_sentences
+    max_sentence_tokens: int = TEXT.max_sentence_tokens
     shuffle_buffer: int = 10_000
-    skip_pattern: Optional[str] = None
+    skip_pattern: Optional[str] = TEXT.skip_pattern
     preset: str = "tiny"
     options: Dict[str, Any] = field(default_factory=dict)
     vocab: Optional[str] = None

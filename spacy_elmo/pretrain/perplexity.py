@@ -12,7 +12,8 @@ import torch
 
 from ..bilm.lm import BiLanguageModel, LMBatch
 from ..bilm.lstm import LSTMState
-from ..bilm.weights import load_bilm
+from ..bilm.sources import locate
+from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
@@ -43,13 +44,15 @@ def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
             "dev_ppl": math.exp(0.5 * (fwd + bwd)), "dev_tokens": counts[0]}
 
 
-def load_lm(directory: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
-    """The language model of an export: biLM, softmax.hdf5 and vocab.txt."""
-    directory = Path(directory)
+def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
+    """The language model of an export (`model`: its directory or weights file, as
+    `bilm.sources.locate` takes them): biLM, and softmax.hdf5 and vocab.txt beside it."""
+    files = locate(model)
+    directory = files.weights if files.weights.is_dir() else files.weights.parent
     missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
     if missing:
         raise ElmoError(Errors.E115.format(path=directory, missing=" or ".join(missing)))
-    bilm = load_bilm(directory)
+    bilm = load_files(files)
     vocab = Vocab.from_file(directory / VOCAB_NAME)
     with h5py.File(directory / SOFTMAX_NAME, "r") as f:
         weight, bias = f["softmax/W"][...], f["softmax/b"][...]
@@ -58,11 +61,11 @@ def load_lm(directory: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
         raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
                                            n_vocab=len(vocab), dim=dim,
                                            expected=(len(vocab), dim)))
-    model = BiLanguageModel(bilm, len(vocab))
+    lm = BiLanguageModel(bilm, len(vocab))
     with torch.no_grad():
-        model.softmax.weight.copy_(torch.from_numpy(weight))
-        model.softmax.bias.copy_(torch.from_numpy(bias))
-    return model.eval(), vocab
+        lm.softmax.weight.copy_(torch.from_numpy(weight))
+        lm.softmax.bias.copy_(torch.from_numpy(bias))
+    return lm.eval(), vocab
 
 
 def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,

@@ -6,7 +6,7 @@ import json
 import math
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -21,7 +21,7 @@ from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from ..bilm.weights import load_bilm
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import (
@@ -145,62 +145,128 @@ def make_optimizer(config: PretrainConfig, params: List[torch.nn.Parameter]
                                fused=True)
 
 
+def text_settings(config: PretrainConfig) -> TextSettings:
+    """How the run turns raw lines into sentences."""
+    return TextSettings(lang=config.lang, segmenter=config.segmenter,
+                        split_sentences=config.split_sentences,
+                        max_sentence_tokens=config.max_sentence_tokens,
+                        skip_pattern=config.skip_pattern)
+
+
+def make_vocab(config: PretrainConfig, ctx: ddp.DistContext, files: List[Path],
+               settings: TextSettings) -> Vocab:
+    """The given vocabulary file, or one counted on the corpus by rank 0; saved in the run
+    directory and read back by the other ranks."""
+    out = Path(config.output)
+    if ctx.is_main:
+        if config.vocab is not None:
+            vocab = Vocab.from_file(Path(config.vocab))
+        else:
+            vocab = build_vocab(files, settings, size=config.vocab_size,
+                                min_count=config.min_count, max_tokens=config.vocab_max_tokens)
+        vocab.to_file(out / VOCAB_NAME)
+    ddp.barrier(ctx)
+    return vocab if ctx.is_main else Vocab.from_file(out / VOCAB_NAME)
+
+
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
     """Dev sentences up to `dev_max_tokens`."""
     return read_sentences(resolve_files(config.dev), settings, vocab, config.dev_max_tokens)
 
 
-class Trainer:
-    """One process's share of a (possibly distributed) pretraining run."""
+@dataclass
+class Position:
+    """Where a run stands: its counters, the optimizer's state, and this process's data
+    streams and LSTM state. A fresh start is at the beginning of everything."""
 
-    def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, *, resume: bool,
-                 overwrite: bool, progress: bool) -> None:
+    step: int = 0
+    tokens: int = 0
+    elapsed: float = 0.0
+    cpu_elapsed: float = 0.0  # process CPU time (all threads) of the training steps
+    optimizer: Optional[Dict[str, Any]] = None
+    source: Optional[SourceState] = None
+    buffers: Optional[List[RowBuffers]] = None
+    lstm: Optional[LSTMState] = None
+
+
+class Trainer:
+    """One process's share of a (possibly distributed) pretraining run: made by `start` (a
+    new run) or `resume` (from the run's checkpoint), which differ only in where the model,
+    the vocabulary, the position and the random state come from."""
+
+    @classmethod
+    def start(cls, config: PretrainConfig, ctx: ddp.DistContext, *, overwrite: bool,
+              progress: bool) -> Trainer:
+        """A new run in `config.output` (replacing one there only with `overwrite`): the
+        biLM fresh or from --init-weights, the vocabulary given or counted."""
+        out = Path(config.output)
+        check_output(out, resume=False, overwrite=overwrite)
+        ddp.barrier(ctx)
+        if ctx.is_main:  # check_output let only an --overwrite or a failed start here
+            clear_run(out)
+            out.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(config.seed)
+        bilm = make_bilm(config)
+        vocab = make_vocab(config, ctx, resolve_files(config.train), text_settings(config))
+        model = BiLanguageModel(bilm, len(vocab))
+        if config.init_weights is not None:
+            init_softmax_from_encoder(model, vocab)
+        torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
+        return cls(config, ctx, model, vocab, Position(), progress=progress)
+
+    @classmethod
+    def resume(cls, config: PretrainConfig, ctx: ddp.DistContext, *, progress: bool
+               ) -> Trainer:
+        """The run in `config.output`, continued exactly where its checkpoint left it; the
+        settings that fix the model and the data must be the checkpoint's."""
+        out = Path(config.output)
+        check_output(out, resume=True, overwrite=False)
+        saved = load_checkpoint(out / CHECKPOINT_NAME)
+        ddp.barrier(ctx)
+        if saved["world_size"] != ctx.world_size:
+            raise ElmoError(Errors.E110.format(found=saved["world_size"], given=ctx.world_size))
+        # settings the run had without recording them (see checkpoint.upgrade)
+        config = replace(config, **saved["implied"])
+        model = model_from_checkpoint(saved)
+        options = model.bilm.options.to_json_dict()
+        asked = options if config.init_weights else config.bilm_options().to_json_dict()
+        check_resume(saved["frozen"], frozen_settings(config, asked), out)
+        check_optimizer(saved["optimizer"], config.optimizer, out)
+        mine = saved["ranks"][ctx.rank]
+        position = Position(
+            step=saved["step"], tokens=saved["tokens"], elapsed=saved["elapsed"],
+            cpu_elapsed=saved["cpu_elapsed"], optimizer=saved["optimizer"],
+            source=SourceState(**mine["source"]),
+            buffers=[RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]],
+            lstm=LSTMState(mine["h"].to(ctx.device), mine["c"].to(ctx.device)))
+        torch.set_rng_state(mine["rng"])
+        if ctx.device.type == "cuda" and mine["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
+        if ctx.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            truncate_metrics(out / METRICS_NAME, position.step)
+        return cls(config, ctx, model, Vocab(saved["vocab"]), position, progress=progress)
+
+    def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, model: BiLanguageModel,
+                 vocab: Vocab, position: Position, *, progress: bool) -> None:
+        """Wire a model and vocabulary to the training streams from `position`; use
+        `start` or `resume`."""
         self.config = config
         self.ctx = ctx
         self.progress = progress
         self.out = Path(config.output)
-        check_output(self.out, resume=resume, overwrite=overwrite)
-        saved = load_checkpoint(self.out / CHECKPOINT_NAME) if resume else None
-        ddp.barrier(ctx)
-        if ctx.is_main:
-            if not resume:  # check_output let only an --overwrite or a failed start here
-                clear_run(self.out)
-            self.out.mkdir(parents=True, exist_ok=True)
-        self.settings = TextSettings(lang=config.lang, segmenter=config.segmenter,
-                                     split_sentences=config.split_sentences,
-                                     max_sentence_tokens=config.max_sentence_tokens,
-                                     skip_pattern=config.skip_pattern)
+        self.vocab = vocab
+        self.settings = text_settings(config)
         self.files = resolve_files(config.train)
-        torch.manual_seed(config.seed)
-        if saved is not None:
-            self.vocab = Vocab(saved["vocab"])
-            model = model_from_checkpoint(saved)
-            bilm = model.bilm
-            if saved["world_size"] != ctx.world_size:
-                raise ElmoError(Errors.E110.format(found=saved["world_size"],
-                                                   given=ctx.world_size))
-        else:
-            bilm = make_bilm(config)
-            self.vocab = self._vocab(config)
-            model = BiLanguageModel(bilm, len(self.vocab))
-            if config.init_weights is not None:
-                init_softmax_from_encoder(model, self.vocab)
-        if saved is not None and "shuffle_buffer" not in saved["frozen"]:
-            # a run from before the buffer existed: it reads in file order
-            config.shuffle_buffer = saved["frozen"]["shuffle_buffer"] = 0
-        options = bilm.options.to_json_dict()
-        self.frozen = frozen_settings(config, options)
-        if saved is not None:
-            asked = options if config.init_weights else config.bilm_options().to_json_dict()
-            check_resume(saved["frozen"], frozen_settings(config, asked), self.out)
-            check_optimizer(saved["optimizer"], config.optimizer, self.out)
-        if config.n_negatives >= len(self.vocab):
-            raise ElmoError(Errors.E102.format(n_vocab=len(self.vocab),
+        bilm = model.bilm
+        self.options = bilm.options.to_json_dict()
+        self.frozen = frozen_settings(config, self.options)
+        if config.n_negatives >= len(vocab):
+            raise ElmoError(Errors.E102.format(n_vocab=len(vocab),
                                                n_negatives=config.n_negatives))
         model.n_negatives = config.n_negatives
         model.dropout.p = config.dropout
         bilm.set_dropout(config.dropout)
-        self.options = options
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
         check_precision(ctx.device, config.precision)
         self.model = model.to(ctx.device).train()
@@ -209,55 +275,24 @@ class Trainer:
             self.net = DistributedDataParallel(
                 self.model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
         self.optimizer = self._optimizer()
-        self.step = 0
-        self.tokens = 0
-        self.elapsed = 0.0
-        self.cpu_elapsed = 0.0  # process CPU time (all threads) of the training steps
-        source_state, buffers, state = None, None, None
-        if saved is not None:
-            self.optimizer.load_state_dict(saved["optimizer"])
-            self.step, self.tokens = saved["step"], saved["tokens"]
-            self.elapsed = saved["elapsed"]
-            self.cpu_elapsed = saved.get("cpu_elapsed", 0.0)
-            mine = saved["ranks"][ctx.rank]
-            source_state = SourceState(**mine["source"])
-            buffers = [RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]]
-            state = LSTMState(mine["h"].to(ctx.device), mine["c"].to(ctx.device))
-            torch.set_rng_state(mine["rng"])
-            if ctx.device.type == "cuda" and mine.get("cuda_rng") is not None:
-                torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
-            if ctx.is_main:
-                truncate_metrics(self.out / METRICS_NAME, self.step)
-        else:
-            torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
+        if position.optimizer is not None:
+            self.optimizer.load_state_dict(position.optimizer)
+        self.step, self.tokens = position.step, position.tokens
+        self.elapsed, self.cpu_elapsed = position.elapsed, position.cpu_elapsed
         source = SentenceSource(self.files, self.settings, seed=config.seed, rank=ctx.rank,
                                 world_size=ctx.world_size, buffer_size=config.shuffle_buffer,
-                                state=source_state)
-        maker = BatchMaker(self.vocab, bilm.options.max_characters_per_token)
+                                state=position.source)
+        maker = BatchMaker(vocab, bilm.options.max_characters_per_token)
         self.streams = TrainStreams(source, maker, rows=config.batch_size,
-                                    window=config.window, buffers=buffers)
-        self.state = state if state is not None else LSTMState.zeros(
+                                    window=config.window, buffers=position.buffers)
+        self.state = position.lstm if position.lstm is not None else LSTMState.zeros(
             bilm.options, config.batch_size, ctx.device)
-        self.dev = (dev_batches(read_dev(config, self.settings, self.vocab), maker,
+        self.dev = (dev_batches(read_dev(config, self.settings, vocab), maker,
                                 rows=config.batch_size, window=config.window)
                     if config.dev else [])
         if ctx.is_main:
             write_text(self.out / CONFIG_NAME, json.dumps(config.to_dict(), indent=2) + "\n")
         self._plot_warned = False
-
-    def _vocab(self, config: PretrainConfig) -> Vocab:
-        """The given vocabulary file, or one counted on the corpus by rank 0; saved beside
-        the model and read back by the other ranks."""
-        if self.ctx.is_main:
-            if config.vocab is not None:
-                vocab = Vocab.from_file(Path(config.vocab))
-            else:
-                vocab = build_vocab(self.files, self.settings, size=config.vocab_size,
-                                    min_count=config.min_count,
-                                    max_tokens=config.vocab_max_tokens)
-            vocab.to_file(self.out / VOCAB_NAME)
-        ddp.barrier(self.ctx)
-        return vocab if self.ctx.is_main else Vocab.from_file(self.out / VOCAB_NAME)
 
     def _optimizer(self) -> torch.optim.Optimizer:
         return make_optimizer(self.config, list(self.model.parameters()))
@@ -323,8 +358,7 @@ class Trainer:
         if self.ctx.is_main and not draw_curves(self.out / METRICS_NAME,
                                                 self.out / CURVES_NAME):
             if not self._plot_warned:
-                tqdm.write("matplotlib is not installed: no curves.png "
-                           "(pip install 'spacy-elmo[plot]')")
+                tqdm.write(Warnings.W012)
                 self._plot_warned = True
 
     def out_of_time(self) -> bool:
@@ -400,7 +434,8 @@ def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)
     try:
-        return Trainer(config, ctx, resume=resume, overwrite=overwrite,
-                       progress=progress).run()
+        trainer = (Trainer.resume(config, ctx, progress=progress) if resume else
+                   Trainer.start(config, ctx, overwrite=overwrite, progress=progress))
+        return trainer.run()
     finally:
         ddp.teardown(ctx)

@@ -127,8 +127,8 @@ def test_cut_tokens_are_reported_once(tmp_path, tiny_weights_dir):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         list(embedder.embed([["ok", "x" * 60], ["y" * 60]]))
-    assert [str(w.message)[:45] for w in caught] == [
-        "1 token(s) are longer than this biLM's budget"]
+    assert [str(w.message)[:52] for w in caught] == [
+        "[W002] 1 token(s) are longer than this biLM's budget"]
     with pytest.warns(UserWarning, match="budget of 48 UTF-8 bytes"):
         embed_file(text_file(tmp_path, ["a " + "é" * 40]), tmp_path / "o.hdf5",
                    weights=tiny_weights_dir, progress=False)

@@ -10,9 +10,10 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm, save_bilm
-from spacy_elmo.bilm.embedder import Embedder, read_lines
+from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
 from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.cli.embed_files import read_lines
 from spacy_elmo.errors import ElmoError
 
 from ..conftest import TINY_OPTIONS, make_random_bilm

@@ -170,7 +170,7 @@ def test_real_full_disk_embed_and_checkpoint(tmp_path, tiny_weights_dir):
     err = " ".join(result.stderr.split())
     assert "embed rc 1" in out, result.stdout + result.stderr
     assert "Cannot write '/mnt/out.hdf5': the disk is full" in err
-    assert "checkpoint: Cannot write '/mnt/checkpoint.pt': the disk is full" in out
+    assert "checkpoint: [E024] Cannot write '/mnt/checkpoint.pt': the disk is full" in out
     assert out.endswith("left: []"), out  # no output, no temporary file
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_elmo.bilm import BiLM, BiLMOptions, ScalarMix, batch_to_ids, load_bilm, save_bilm
+from spacy_elmo.bilm import BiLM, BiLMOptions, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.bilm.model import WordCache
 
 from ..conftest import TINY_OPTIONS, make_random_bilm
@@ -189,18 +189,3 @@ def test_gradients_reach_all_parameters(tiny_bilm):
     (out.layers ** 2).sum().backward()
     for name, p in tiny_bilm.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
-
-
-def test_scalar_mix():
-    layers = torch.randn(3, 2, 4, 5)
-    mask = torch.ones(2, 4, dtype=torch.bool)
-    mask[1, 2:] = False
-    mix = ScalarMix(3)
-    torch.testing.assert_close(mix(layers), layers.mean(0))
-    mix = ScalarMix(3, initial_weights=[0.0, 0.0, 100.0], gamma=2.0)
-    torch.testing.assert_close(mix(layers), 2.0 * layers[2])
-    normed = ScalarMix(3, do_layer_norm=True)(layers, mask)
-    real = normed[mask]
-    assert abs(float(real.detach().mean())) < 1e-5
-    with pytest.raises(ValueError):
-        ScalarMix(2)(layers)

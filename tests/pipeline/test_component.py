@@ -203,11 +203,28 @@ def test_chinese_text_and_truncation_warning(weights_dir):
 
 
 def test_add_pipe_without_config_uses_the_bundled_biLM():
-    from spacy_elmo.pipeline.loading import bundled_weights
-
-    assert bundled_weights() is not None, "the bundled English biLM is missing"
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     doc = nlp("The bank raised rates.")
     assert doc._.elmo.shape == (len(doc), 256)
     assert np.isfinite(doc._.elmo).all()
+
+
+def test_elmo_model_settings_have_one_default():
+    """The component's model block, ElmoTok2Vec.v1's inline settings and ElmoModel.v1 share
+    build_elmo_model's defaults."""
+    import inspect
+
+    from spacy_elmo.pipeline import build_elmo_model, build_elmo_tok2vec
+
+    defaults = {name: p.default for name, p in
+                inspect.signature(build_elmo_model).parameters.items()}
+    assert defaults["output_cache_mb"] == 0
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    config = dict(nlp.config["components"]["elmo"]["model"])
+    assert config.pop("@architectures") == "spacy-elmo.ElmoModel.v1" and config == defaults
+    elmo = build_elmo_tok2vec().get_ref("elmo_source").layers[0]
+    assert elmo.attrs["output_cache"].max_bytes == 0
+    assert {k: elmo.attrs[k] for k in defaults if k != "output_cache_mb"} == {
+        k: v for k, v in defaults.items() if k != "output_cache_mb"}

@@ -47,3 +47,28 @@ def test_spacy_package_wheel_installs_and_loads(weights_dir, tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-6)
     np.testing.assert_allclose(np.load(tmp_path / "first.npy"), expected_first, atol=1e-6)
     assert spacy.util.is_package("spacy") and not spacy.util.is_package("en_elmo_test")
+
+
+def test_every_entry_point_names_the_registered_function():
+    """setup.cfg's entry points (what a packaged pipeline finds without `--code`) point at
+    the functions registered under the same names."""
+    import configparser
+    import importlib
+    from pathlib import Path
+
+    from spacy.util import registry
+
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    groups = {"spacy_factories": registry.factories, "spacy_architectures":
+              registry.architectures, "spacy_layers": registry.layers}
+    seen = []
+    for group, reg in groups.items():
+        for line in setup["options.entry_points"][group].strip().splitlines():
+            name, target = (part.strip() for part in line.split("="))
+            module, attr = target.split(":")
+            function = getattr(importlib.import_module(module), attr)
+            assert reg.get_all()[name] is function, name
+            seen.append(name)
+    assert {"spacy-elmo.ElmoTok2Vec.v1", "spacy-elmo.ElmoTok2Vec.v2",
+            "spacy-elmo.ScalarMix.v1"} <= set(seen)

@@ -14,6 +14,7 @@ from thinc.api import Config
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pipeline import ElmoListener
+from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
 from .conftest import CONFIGS, toy_docs
 
@@ -39,10 +40,8 @@ def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
 
 
 def _mix_of(nlp, component):
-    for node in nlp.get_pipe(component).model.walk():
-        if node.name == "elmo-scalar-mix":
-            return node
-    raise AssertionError("no mix")
+    (mix,) = scalar_mixes(nlp.get_pipe(component).model)
+    return mix
 
 
 def test_listeners_learn_their_own_mix_and_biLM_stays_frozen(weights_dir):
@@ -122,7 +121,8 @@ def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listening_components == []
     cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
-    assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v1" and cfg["grad_factor"] == 0.0
+    assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v2" and cfg["grad_factor"] == 0.0
+    assert cfg["elmo"] == nlp.config["components"]["elmo"]["model"]
     nlp.remove_pipe("elmo")
     assert [(e.text, e.label_) for e in nlp(text).ents] == expected
     nlp.to_disk(tmp_path / "p")
@@ -190,12 +190,15 @@ def test_pickle_after_update_and_roundtrips(weights_dir, tmp_path):
         shutil.move(str(moved), weights_dir)
 
 
-def test_private_tok2vec_variant(weights_dir, tmp_path):
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_private_tok2vec_variant(weights_dir, tmp_path, version):
     config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
     config["nlp"]["pipeline"] = ["ner"]
-    del config["components"]["elmo"]
+    elmo = config["components"].pop("elmo")["model"]
     config["components"]["ner"]["model"]["tok2vec"] = {
-        "@architectures": "spacy-elmo.ElmoTok2Vec.v1", "weights": str(weights_dir)}
+        "@architectures": f"spacy-elmo.ElmoTok2Vec.{version}", "weights": str(weights_dir)}
+    if version == "v2":
+        config["components"]["ner"]["model"]["tok2vec"]["elmo"] = elmo
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
     nlp.initialize(lambda: examples)

@@ -11,8 +11,7 @@ from .conftest import tiny_config
 
 def test_init_weights_loads_the_bilm_and_seeds_the_softmax(tmp_path, tiny_weights_dir):
     config = tiny_config(tmp_path, init_weights=str(tiny_weights_dir), options={})
-    trainer = Trainer(config, ddp.setup("cpu"), resume=False, overwrite=False,
-                      progress=False)
+    trainer = Trainer.start(config, ddp.setup("cpu"), overwrite=False, progress=False)
     published = load_bilm(tiny_weights_dir)
     for (name, a), b in zip(trainer.model.bilm.named_parameters(), published.parameters()):
         assert torch.equal(a, b), name

@@ -68,7 +68,12 @@ def test_run_from_before_the_shuffle_buffer_resumes_reading_in_order(tmp_path):
     for rank in data["ranks"]:
         del rank["source"]["buffer"], rank["source"]["draws"]
     torch.save(data, path)
-    result = train(tiny_config(tmp_path, max_steps=6), resume=True, progress=False)
+    upgraded = load_checkpoint(path)
+    assert upgraded["frozen"]["shuffle_buffer"] == 0
+    assert upgraded["implied"] == {"shuffle_buffer": 0}
+    config = tiny_config(tmp_path, max_steps=6)
+    result = train(config, resume=True, progress=False)
+    assert config.shuffle_buffer == 30  # the caller's config is left as it was
     assert result.step == 6
     assert json.loads((tmp_path / "run" / "config.json").read_text())["shuffle_buffer"] == 0
     assert load_checkpoint(path)["ranks"][0]["source"]["buffer"] == []

@@ -1,0 +1,209 @@
+"""Where a biLM comes from: what a user writes for `weights` turned into local files.
+
+`locate` is the one place that does it, for the `elmo` component, the private tok2vec,
+`spacy-elmo embed`, `info`, `perplexity` and `pretrain --init-weights` alike. It takes a
+weights file, a directory (bilm-tf/AllenNLP or ELMoForManyLangs), a published model's name
+(`allennlp/original`, ...), an http(s):// or file:// URL, or nothing: the biLM bundled for
+the language. A URL is downloaded once into the cache (`$SPACY_ELMO_CACHE`, default
+`~/.cache/spacy_elmo`) with a progress bar, and checked: the size the server announced, and
+the file type (HDF5 weights, JSON options). `$SPACY_ELMO_URL_PREFIX` replaces the address
+the published models are downloaded from (a mirror, or a local copy as file:///...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple, Union
+
+from tqdm import tqdm
+
+from ..errors import ElmoError, Errors
+from .efml import is_efml_dir, is_efml_file
+from .files import atomic_write
+
+PathLike = Union[str, "os.PathLike[str]"]
+WEIGHTS_NAME = "weights.hdf5"
+OPTIONS_NAME = "options.json"
+FORMATS = ("auto", "allennlp", "efml")
+URL_SCHEMES = ("http://", "https://", "file://")
+CACHE_ENV = "SPACY_ELMO_CACHE"
+URL_PREFIX_ENV = "SPACY_ELMO_URL_PREFIX"
+# AllenNLP's published English biLMs, as allennlp.org/elmo lists them: the options and
+# weights of each are <prefix><stem>_options.json and <prefix><stem>_weights.hdf5.
+PUBLISHED_PREFIX = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
+PUBLISHED = {
+    "allennlp/small": "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway",
+    "allennlp/medium": "2x2048_256_2048cnn_1xhighway/elmo_2x2048_256_2048cnn_1xhighway",
+    "allennlp/original": "2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway",
+    "allennlp/original-5.5B": ("2x4096_512_2048cnn_2xhighway_5.5B/"
+                               "elmo_2x4096_512_2048cnn_2xhighway_5.5B"),
+}
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+# The biLM used when no `weights` are given, per spaCy language code: a directory of DATA_DIR.
+BUNDLED = {"en": "elmo_en_small"}
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class BiLMFiles:
+    """The local files of one biLM. format "allennlp": `weights` is the weights.hdf5 and
+    `options` its options.json; "efml": `weights` is the ELMoForManyLangs model directory (or
+    one of its files) and `options` its network config when one was given."""
+
+    format: str
+    weights: Path
+    options: Optional[Path]
+
+
+def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
+           format: str = "auto", lang: str = "en") -> BiLMFiles:
+    """The local files for `weights` (see the module's docstring; None: the biLM bundled for
+    `lang`) and `options` (a path or URL, for options that are not beside the weights).
+
+    A local path wins over a published name of the same spelling. format: "auto" (detected),
+    "allennlp" or "efml"."""
+    if format not in FORMATS:
+        raise ElmoError(Errors.E012.format(value=format, name="the weights format",
+                                           choices=list(FORMATS)))
+    options_path = None if options is None else fetch(options)
+    if weights is None:
+        local = bundled(lang)
+    else:
+        local = fetch(weights)
+        name = str(weights)
+        if not local.exists() and name.split("/")[0] == "allennlp":
+            weights_url, options_url = published_urls(name)
+            options_path = options_path or fetch(options_url)
+            local = fetch(weights_url)
+    if format == "auto":
+        format = detect_format(local)
+    if format == "efml":
+        return BiLMFiles("efml", local, options_path)
+    options_path, weights_path = resolve_paths(local, options_path)
+    return BiLMFiles("allennlp", weights_path, options_path)
+
+
+def published_urls(name: str) -> Tuple[str, str]:
+    """(weights URL, options URL) of a published biLM, from `$SPACY_ELMO_URL_PREFIX` when it
+    is set."""
+    if name not in PUBLISHED:
+        raise ElmoError(Errors.E061.format(name=name, names=sorted(PUBLISHED)))
+    prefix = os.environ.get(URL_PREFIX_ENV) or PUBLISHED_PREFIX
+    base = prefix.rstrip("/") + "/" + PUBLISHED[name]
+    return base + "_weights.hdf5", base + "_options.json"
+
+
+def bundled(lang: str) -> Path:
+    """The directory of the biLM bundled for a spaCy language code."""
+    if lang not in BUNDLED:
+        raise ElmoError(Errors.E064.format(lang=lang, languages=sorted(BUNDLED)))
+    directory = DATA_DIR / BUNDLED[lang]
+    if not (directory / WEIGHTS_NAME).exists():
+        raise ElmoError(Errors.E065.format(lang=lang, path=directory))
+    return directory
+
+
+def detect_format(path: PathLike) -> str:
+    """"efml" for an ELMoForManyLangs model directory (or one of its files), else "allennlp"
+    (bilm-tf layout: a weights file, or a directory with options.json/weights.hdf5). A
+    directory with neither set of files is an error."""
+    path = Path(path)
+    if is_efml_file(path):
+        return "efml"
+    if (path.is_dir() and not (path / WEIGHTS_NAME).exists()
+            and not (path / OPTIONS_NAME).exists()):
+        if is_efml_dir(path):
+            return "efml"
+        raise ElmoError(Errors.E030.format(path=path))
+    return "allennlp"
+
+
+def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
+                  ) -> Tuple[Path, Path]:
+    """(options, weights) of a bilm-tf/AllenNLP biLM: a weights file (+ options file) or a
+    directory with both.
+
+    Without `options`, looks beside the weights for `options.json`, and for AllenNLP's
+    naming, `<name>_options.json` beside `<name>_weights.hdf5`.
+    """
+    weights = Path(weights)
+    if weights.is_dir():
+        directory = weights
+        weights = directory / WEIGHTS_NAME
+        if not weights.exists():
+            raise ElmoError(Errors.E008.format(path=directory, name=WEIGHTS_NAME))
+    if not weights.exists():
+        raise ElmoError(Errors.E001.format(path=weights, cwd=Path.cwd()))
+    if options is None:
+        candidates = [weights.with_name(OPTIONS_NAME)]
+        if weights.name.endswith("_weights.hdf5"):
+            candidates.insert(0, weights.with_name(
+                weights.name[: -len("_weights.hdf5")] + "_options.json"))
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise ElmoError(Errors.E016.format(
+                weights=weights, tried=", ".join(str(c) for c in candidates)))
+        return found[0], weights
+    options = Path(options)
+    if not options.exists():
+        raise ElmoError(Errors.E001.format(path=options, cwd=Path.cwd()))
+    return options, weights
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "spacy_elmo")
+
+
+def fetch(location: PathLike) -> Path:
+    """A local path for `location`: a URL is downloaded once into the cache (one folder per
+    URL), anything else is a path (`~` expanded)."""
+    text = str(location)
+    if not text.startswith(URL_SCHEMES):
+        return Path(text).expanduser()
+    name = Path(text.split("?")[0]).name or "download"
+    target = cache_dir() / hashlib.sha1(text.encode()).hexdigest()[:16] / name
+    if not target.exists():
+        download(text, target)
+    return target
+
+
+def download(url: str, target: Path) -> None:
+    """Write `url` to `target` with a progress bar; the file appears only when complete and
+    checked (see `check_download`)."""
+    try:
+        with atomic_write(target) as tmp:
+            with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:
+                expected = int(response.headers.get("Content-Length") or 0) or None
+                got = 0
+                with tqdm(total=expected, unit="B", unit_scale=True, desc=target.name) as bar:
+                    while chunk := response.read(1 << 20):
+                        out.write(chunk)
+                        got += len(chunk)
+                        bar.update(len(chunk))
+            if expected is not None and got != expected:
+                raise ElmoError(Errors.E062.format(url=url, got=got, expected=expected))
+            check_download(url, tmp)
+    except ElmoError:
+        raise
+    except (OSError, http.client.HTTPException) as err:
+        raise ElmoError(Errors.E060.format(url=url, err=err)) from err
+
+
+def check_download(url: str, path: Path) -> None:
+    """A file named .hdf5 must be HDF5, one named .json must be JSON (a server's error page
+    fails here)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if url.split("?")[0].endswith(".hdf5") and not head.startswith(HDF5_SIGNATURE):
+        raise ElmoError(Errors.E063.format(url=url, kind="an HDF5 file", head=head[:32]))
+    if url.split("?")[0].endswith(".json"):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ElmoError(Errors.E063.format(url=url, kind="JSON", head=head[:32])) from None

@@ -1,0 +1,159 @@
+"""Weights by published name, URL or language, found in one place (`bilm.sources.locate`)
+for the component, `embed`, `info`, `perplexity` and `pretrain --init-weights`. The
+published models are served by a local mirror ($SPACY_ELMO_URL_PREFIX): no network."""
+
+import functools
+import http.server
+import threading
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm import PUBLISHED, batch_to_ids, load_bilm, locate, save_bilm
+from spacy_elmo.bilm.sources import URL_PREFIX_ENV, published_urls
+from spacy_elmo.cli import app
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.config import PretrainConfig
+from spacy_elmo.pretrain.perplexity import load_lm
+from spacy_elmo.pretrain.trainer import make_bilm
+
+from ..conftest import make_random_bilm
+
+SMALL = "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway"
+
+
+class Mirror(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder; counts requests; `/short/...` announces more bytes than it sends."""
+
+    requests: list = []
+
+    def do_GET(self):
+        self.requests.append(self.path)
+        if self.path.startswith("/short/"):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"\x89HDF\r\n\x1a\n" + b"0" * 100)
+            return
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """A folder laid out as AllenNLP's download area, with a tiny biLM as `small`, and an
+    HTTP server for it on 127.0.0.1."""
+    root = tmp_path_factory.mktemp("mirror")
+    save_bilm(make_random_bilm(), root / "tiny")
+    (root / SMALL).parent.mkdir(parents=True)
+    (root / "tiny" / "weights.hdf5").rename(root / f"{SMALL}_weights.hdf5")
+    (root / "tiny" / "options.json").rename(root / f"{SMALL}_options.json")
+    handler = functools.partial(Mirror, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def served(mirror, tmp_path, monkeypatch):
+    """The mirror's address as $SPACY_ELMO_URL_PREFIX, and an empty cache."""
+    root, address = mirror
+    monkeypatch.setenv(URL_PREFIX_ENV, address)
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    Mirror.requests.clear()
+    return root
+
+
+def layers(bilm, sentences=(("The", "bank", "."), ("Hi",))):
+    with torch.no_grad():
+        return bilm(batch_to_ids([list(s) for s in sentences])).layers.numpy()
+
+
+def test_published_names_are_allennlps_documented_addresses(monkeypatch):
+    monkeypatch.delenv(URL_PREFIX_ENV, raising=False)
+    base = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
+    assert sorted(PUBLISHED) == ["allennlp/medium", "allennlp/original",
+                                 "allennlp/original-5.5B", "allennlp/small"]
+    assert published_urls("allennlp/original") == (
+        base + "2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5",
+        base + "2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway_options.json")
+    assert published_urls("allennlp/original-5.5B")[0] == (
+        base + "2x4096_512_2048cnn_2xhighway_5.5B/"
+        "elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5")
+    assert published_urls("allennlp/medium")[1] == (
+        base + "2x2048_256_2048cnn_1xhighway/elmo_2x2048_256_2048cnn_1xhighway_options.json")
+    assert published_urls("allennlp/small")[0] == base + SMALL + "_weights.hdf5"
+    with pytest.raises(ElmoError, match=r"\[E061\] 'allennlp/large' is neither .* "
+                                        r"\['allennlp/medium'"):
+        locate("allennlp/large")
+
+
+def test_a_name_is_downloaded_once_and_loads_the_same_biLM(served):
+    expected = layers(load_bilm(served / f"{SMALL}_weights.hdf5"))
+    files = locate("allennlp/small")
+    assert files.format == "allennlp" and files.weights.name.endswith("_weights.hdf5")
+    assert sorted(Mirror.requests) == sorted(f"/{SMALL}_{end}"
+                                             for end in ("options.json", "weights.hdf5"))
+    np.testing.assert_array_equal(layers(load_bilm("allennlp/small")), expected)
+    assert len(Mirror.requests) == 2  # the second load read the cache
+
+
+def test_file_url_mirror(mirror, tmp_path, monkeypatch):
+    root, _ = mirror
+    monkeypatch.setenv(URL_PREFIX_ENV, root.as_uri())
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    assert locate("allennlp/small").weights.is_relative_to(tmp_path / "cache")
+
+
+def test_component_embed_info_perplexity_and_init_weights_take_names(served, tmp_path):
+    expected = layers(load_bilm(served / f"{SMALL}_weights.hdf5"), [["The", "bank", "."]])
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": "allennlp/small", "store_layers": True})
+    np.testing.assert_allclose(nlp("The bank.")._.elmo_layers, expected[:, 0], atol=1e-6)
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\n", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(app, ["embed", str(text), str(tmp_path / "o.hdf5"),
+                                 "--weights", "allennlp/small"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["info", "allennlp/small"])
+    assert result.exit_code == 0 and "_weights.hdf5" in result.output
+    bilm = make_bilm(PretrainConfig(train=[str(text)], init_weights="allennlp/small"))
+    np.testing.assert_array_equal(layers(bilm.eval(), [["The", "bank", "."]]), expected)
+    with pytest.raises(ElmoError, match=r"\[E115\] .* has no softmax.hdf5"):
+        load_lm("allennlp/small")
+    assert len(Mirror.requests) == 2
+
+
+def test_an_incomplete_download_keeps_nothing(served, tmp_path):
+    prefix = published_urls("allennlp/small")[0].split(SMALL)[0]
+    with pytest.raises(ElmoError, match=r"\[E062\] The download of .* stopped after 108 of "
+                                        r"1000 bytes"):
+        load_bilm(prefix + "short/x_weights.hdf5", served / f"{SMALL}_options.json")
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
+
+
+def test_an_error_page_is_not_taken_for_weights(served, tmp_path):
+    (served / "page_weights.hdf5").write_text("<html>Access denied</html>")
+    prefix = published_urls("allennlp/small")[0].split(SMALL)[0]
+    with pytest.raises(ElmoError, match=r"\[E063\] .* did not give an HDF5 file .*<html>"):
+        locate(prefix + "page_weights.hdf5", served / f"{SMALL}_options.json")
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("lang", ["zh", "fr"])
+def test_a_language_without_a_bundled_biLM_asks_for_weights(lang):
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo")
+    with pytest.raises(ElmoError, match=rf"\[E064\] No biLM is bundled for the language "
+                                        rf"'{lang}' \(bundled: \['en'\]\), so `weights` must "
+                                        r"be given: e.g. nlp.add_pipe\('elmo', config="):
+        nlp.initialize()

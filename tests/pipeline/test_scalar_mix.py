@@ -1,0 +1,51 @@
+"""spacy-elmo.ScalarMix.v1 (hand-written backward pass) against torch autograd."""
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline.scalar_mix import EPS, ScalarMix, scalar_mixes
+
+
+def reference(X, w, gamma, layer_norm):
+    """The same mix in torch: gamma * sum_j softmax(w)_j * LN(h_j), LN per token."""
+    if layer_norm:
+        X = torch.nn.functional.layer_norm(X, X.shape[-1:], eps=EPS)
+    return gamma * torch.tensordot(torch.softmax(w, 0), X, dims=([0], [0]))
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_forward_and_backward_match_autograd(layer_norm):
+    rng = np.random.default_rng(0)
+    lengths, n_layers, width = [3, 1, 5], 3, 7
+    Xs = [rng.normal(1.0, 2.0, (n_layers, n, width)).astype("float32") for n in lengths]
+    mix = ScalarMix(layer_norm=layer_norm, dropout=0.0)
+    mix.initialize(X=Xs)
+    mix.set_param("w", np.asarray([0.3, -1.2, 0.8], dtype="float32"))
+    mix.set_param("gamma", np.asarray([1.7], dtype="float32"))
+    Ys, backprop = mix(Xs, is_train=True)
+    dYs = [rng.normal(size=(n, width)).astype("float32") for n in lengths]
+    dXs = backprop(dYs)
+
+    X = torch.tensor(np.concatenate(Xs, axis=1), dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(mix.get_param("w"), dtype=torch.float64, requires_grad=True)
+    gamma = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
+    Y = reference(X, w, gamma, layer_norm)
+    (Y * torch.tensor(np.concatenate(dYs), dtype=torch.float64)).sum().backward()
+
+    assert [y.shape for y in Ys] == [(n, width) for n in lengths]
+    np.testing.assert_allclose(np.concatenate(Ys), Y.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(dXs, axis=1), X.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(mix.get_grad("w"), w.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mix.get_grad("gamma"), [gamma.grad.item()], rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_wrong_number_of_layers_is_a_catalogue_error():
+    mix = ScalarMix(n_layers=3)
+    mix.initialize()
+    with pytest.raises(ElmoError, match=r"\[E059\] .* 3 biLM layers but got 2"):
+        mix([np.zeros((2, 1, 4), dtype="float32")], is_train=False)
+    assert scalar_mixes(mix) == [mix]

@@ -1,0 +1,94 @@
+"""The error catalogue: every message carries its code, every code is used, and every error
+or warning the package shows a user comes from the catalogue."""
+
+import ast
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from spacy_elmo.errors import ElmoError, Errors, Warnings, codes
+
+PACKAGE = Path(__file__).resolve().parents[1] / "spacy_elmo"
+# Calls that show a message to a user: exceptions of the catalogue, the CLI's stderr
+# printers, Python warnings, tqdm's message line.
+SINKS = {"ElmoError", "DiskFull", "fail", "warn", "warnings.warn", "tqdm.write"}
+# Arguments that hold a catalogue message one step away: an ElmoError's text, a template
+# passed in by the caller (validation.check), a message chosen just before, a method that
+# returns Warnings.W002/W004.
+INDIRECT = ("str(err)", "template.format(", "error.format(", "self.char_ids.truncation_warning(",
+            "holder.char_ids.truncation_warning(")
+
+
+def sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, path.read_text(encoding="utf-8")
+
+
+def dotted(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return ""
+
+
+@pytest.mark.parametrize("catalogue", [Errors, Warnings])
+def test_every_message_starts_with_its_code_and_codes_are_in_order(catalogue):
+    found = codes(catalogue)
+    assert len(found) > 5
+    for code, message in found.items():
+        assert message.startswith(f"[{code}] "), code
+        assert message.count(f"[{code}]") == 1
+    assert list(found) == sorted(found), "sections or codes out of order"
+    assert catalogue.__name__ in ("Errors", "Warnings")  # other attributes read as usual
+
+
+def test_a_formatted_message_keeps_its_code():
+    assert Errors.E001.format(path="x", cwd="/").startswith("[E001] No such file: 'x'.")
+    with pytest.raises(ElmoError, match=r"^\[E055\] "):
+        raise ElmoError(Errors.E055)
+
+
+def test_every_code_is_used_in_the_package():
+    used = set()
+    for path, text in sources():
+        if path.name != "errors.py":
+            used |= set(re.findall(r"\b(?:Errors|Warnings)\.([EW]\d{3})\b", text))
+    defined = set(codes(Errors)) | set(codes(Warnings))
+    assert defined - used == set(), "codes defined but never used"
+    assert used - defined == set(), "codes used but not defined"
+
+
+def test_every_message_shown_to_a_user_comes_from_the_catalogue():
+    bad = []
+    for path, text in sources():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                args = node.exc.args
+                if args and isinstance(args[0], (ast.Constant, ast.JoinedStr)):
+                    bad.append(f"{path.name}:{node.lineno} raises a literal message")
+            if not (isinstance(node, ast.Call) and dotted(node.func) in SINKS and node.args):
+                continue
+            arg = ast.get_source_segment(text, node.args[0]) or ""
+            if not ("Errors." in arg or "Warnings." in arg or arg.startswith(INDIRECT)):
+                bad.append(f"{path.name}:{node.lineno} {dotted(node.func)}({arg[:40]})")
+    assert bad == []
+
+
+def test_errors_and_warnings_reach_the_user_with_their_code(tmp_path, tiny_weights_dir):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.bilm import load_bilm
+    from spacy_elmo.bilm.embedder import Embedder
+    from spacy_elmo.cli import app
+
+    result = CliRunner().invoke(app, ["info", str(tmp_path / "missing.hdf5")])
+    assert result.exit_code == 1
+    assert "[E001] No such file" in " ".join(result.output.split())
+    embedder = Embedder(load_bilm(tiny_weights_dir))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        list(embedder.embed([["x" * 80]]))
+    assert [str(w.message)[:7] for w in caught] == ["[W002] "]
