@@ -94,6 +94,7 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     subprocess.run([sys.executable, "-m", "spacy_elmo", "pretrain", "--config",
                     str(config_path), "--resume"], check=True, env=env)
+    (run / "load.json").write_text(json.dumps({"load": os.getloadavg()[0]}), encoding="utf-8")
 
 
 def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
@@ -106,7 +107,9 @@ def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
         "tokens": train[-1]["tokens"], "minutes": train[-1]["elapsed_s"] / 60,
         "tokens_per_s": train[-1]["tokens"] / max(train[-1]["elapsed_s"], 1e-9),
         "tokens_per_cpu_s": train[-1]["tokens"] / max(train[-1]["cpu_s"], 1e-9),
-        "dev_ppl": dev[-1]["dev_ppl"], "load": os.getloadavg()[0],
+        "dev_ppl": dev[-1]["dev_ppl"], "load": json.loads(
+            (run / "load.json").read_text(encoding="utf-8"))["load"]
+        if (run / "load.json").exists() else float("nan"),
         "curve": [(r.get("cpu_s", 0.0) / 60, r["dev_ppl"]) for r in dev]}
     if wic_dir is not None:
         wic_json = run / "wic.json"
