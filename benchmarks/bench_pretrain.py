@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import string
 import sys
@@ -35,10 +34,12 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
-from spacy_elmo.pretrain.precision import autocast, native_bf16
+from spacy_elmo.pretrain.precision import autocast, cpu_flags, native_bf16
 from spacy_elmo.pretrain.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_embed import cpu_model  # noqa: E402
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -283,26 +284,6 @@ def report(results: List[Dict[str, object]], rates: Dict[str, float],
             lines.append(f"| {r['shape']} | {r['threads']} | {r['rows']}x{args.window} | "
                          f"{part} | {seconds:.3f} | {seconds / total:.0%} |")
     return "\n".join(lines) + "\n"
-
-
-def cpu_flags() -> set:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv: List[str]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import ContextManager
+from typing import ContextManager, Set
 
 import torch
 
@@ -25,16 +25,19 @@ def native_bf16(device: torch.device) -> bool:
     """Whether `device` multiplies bf16 matrices in hardware."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def cpu_flags() -> Set[str]:
+    """The CPU's feature flags (Linux; empty elsewhere)."""
     try:
         info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
-    flags = set()
+        return set()
     for line in info.splitlines():
         if line.startswith("flags"):
-            flags.update(line.split(":", 1)[1].split())
-            break
-    return bool({"avx512_bf16", "amx_bf16"} & flags)
+            return set(line.split(":", 1)[1].split())
+    return set()
 
 
 def check_precision(device: torch.device, precision: str) -> None:
