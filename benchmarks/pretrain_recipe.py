@@ -65,18 +65,18 @@ def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, cpu_minute
 
 def make_vocab(data_dir: Path, runs: Path) -> Path:
     """The shared softmax vocabulary, counted once as the bundled biLM's run did."""
-    from spacy_elmo.pretrain.corpus import TextSettings, resolve_files
+    from spacy_elmo.pretrain.config import PretrainConfig
+    from spacy_elmo.pretrain.corpus import resolve_files
     from spacy_elmo.pretrain.vocab import build_vocab
 
     path = runs / "vocab.txt"
     if not path.exists():
-        base = json.loads(BASE.read_text(encoding="utf-8"))
-        files = resolve_files([str(data_dir / "lm_en" / "enwiki_core.train.*.txt.xz")])
-        settings = TextSettings(lang=base["lang"], split_sentences=base["split_sentences"],
-                                skip_pattern=base["skip_pattern"])
+        config = PretrainConfig.from_file(
+            BASE, train=[str(data_dir / "lm_en" / "enwiki_core.train.*.txt.xz")])
         runs.mkdir(parents=True, exist_ok=True)
-        build_vocab(files, settings, size=base["vocab_size"],
-                    max_tokens=base["vocab_max_tokens"]).to_file(path)
+        build_vocab(resolve_files(config.train), config.text_settings(),
+                    size=config.vocab_size, min_count=config.min_count,
+                    max_tokens=config.vocab_max_tokens).to_file(path)
     return path
 
 

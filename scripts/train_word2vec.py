@@ -42,29 +42,21 @@ from wasabi import msg
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
-from spacy_elmo.pretrain.corpus import SentenceSource, TextSettings, iter_sentences, resolve_files
+from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files
 
 INSTALL_HINT = 'pip install "spacy-elmo[vectors]"'
 
 
-def text_settings(config: PretrainConfig) -> TextSettings:
-    """How the pretraining run turns lines into sentences (as its trainer builds them)."""
-    return TextSettings(lang=config.lang, segmenter=config.segmenter,
-                        split_sentences=config.split_sentences,
-                        max_sentence_tokens=config.max_sentence_tokens,
-                        skip_pattern=config.skip_pattern)
-
-
 def file_order(config: PretrainConfig) -> List[Path]:
     """The training files in the order the run's first epoch reads them."""
-    return SentenceSource(resolve_files(config.train), text_settings(config),
+    return SentenceSource(resolve_files(config.train), config.text_settings(),
                           seed=config.seed).order(0)
 
 
 def one_pass(config: PretrainConfig) -> Iterator[List[str]]:
     """Every sentence of the training files once, in the file order of the run's first
     epoch."""
-    return iter_sentences(file_order(config), text_settings(config))
+    return iter_sentences(file_order(config), config.text_settings())
 
 
 class _RowLog(list):
@@ -93,7 +85,7 @@ def run_text(config: PretrainConfig, steps: int) -> Iterator[List[str]]:
     first `steps` steps: every row sees its first steps * window + 1 framed positions (the
     window's inputs, and the last target). Sentences come out as rows finish them; at the
     end, each row's unfinished sentence is cut where the row stopped."""
-    source = SentenceSource(resolve_files(config.train), text_settings(config),
+    source = SentenceSource(resolve_files(config.train), config.text_settings(),
                             seed=config.seed, buffer_size=config.shuffle_buffer)
     logs = [_RowLog() for _ in range(config.batch_size)]
     streams = TrainStreams(source, _NoTensors(), rows=config.batch_size,  # type: ignore[arg-type]

@@ -64,8 +64,8 @@ def target_vectors(bilm, pairs: Sequence[WicPair], batch_size: int) -> np.ndarra
 
     embedder = Embedder(bilm, batch_size=batch_size, layers="all")
     sentences = [p.tokens[k] for p in pairs for k in (0, 1)]
-    out = np.stack([layers[:, p.index[k % 2]] for k, (p, layers) in enumerate(
-        zip((p for p in pairs for _ in (0, 1)), embedder.embed(sentences)))])
+    targets = [p.index[k] for p in pairs for k in (0, 1)]
+    out = np.stack([layers[:, i] for i, layers in zip(targets, embedder.embed(sentences))])
     return out.reshape(len(pairs), 2, *out.shape[1:])
 
 

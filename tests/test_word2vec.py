@@ -56,7 +56,7 @@ def test_one_pass_is_the_pretraining_readers_first_epoch_and_max_tokens_cuts_exa
     order = [p.name for p in w2v.file_order(config)]
     assert order != sorted(order)  # the run's shuffled file order, not the sorted one
     got = list(w2v.one_pass(config))
-    assert got == _first_epoch(config, w2v.text_settings(config))
+    assert got == _first_epoch(config, config.text_settings())
     assert got[0] == ["Doc", order[0].split(".")[0][-1], "starts", "here", "."]
     assert ["Mr.", "Smith"] == got[2][:2] and ["Yes", "(", "he", "did", ")", "."] in got
     assert not any("=" in s for s in got)
@@ -91,7 +91,7 @@ def test_pretrain_steps_read_exactly_the_tokens_of_the_runs_batches(w2v, tmp_pat
                             batch_size=3, window=5, shuffle_buffer=buffer, seed=1)
     steps = 12  # past the end of the first epoch
     got = list(w2v.run_text(config, steps))
-    source = SentenceSource(resolve_files(config.train), w2v.text_settings(config),
+    source = SentenceSource(resolve_files(config.train), config.text_settings(),
                             seed=config.seed, buffer_size=buffer)
     capture = _Capture()
     streams = TrainStreams(source, capture, rows=3, window=5)

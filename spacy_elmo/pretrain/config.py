@@ -128,6 +128,13 @@ class PretrainConfig:
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**data)
 
+    def text_settings(self) -> TextSettings:
+        """How the run turns raw lines into sentences."""
+        return TextSettings(lang=self.lang, segmenter=self.segmenter,
+                            split_sentences=self.split_sentences,
+                            max_sentence_tokens=self.max_sentence_tokens,
+                            skip_pattern=self.skip_pattern)
+
     def bilm_options(self) -> BiLMOptions:
         """The model shape: the preset with the explicit `options` overrides."""
         return preset(self.preset, **self.options)

@@ -145,14 +145,6 @@ def make_optimizer(config: PretrainConfig, params: List[torch.nn.Parameter]
                                fused=True)
 
 
-def text_settings(config: PretrainConfig) -> TextSettings:
-    """How the run turns raw lines into sentences."""
-    return TextSettings(lang=config.lang, segmenter=config.segmenter,
-                        split_sentences=config.split_sentences,
-                        max_sentence_tokens=config.max_sentence_tokens,
-                        skip_pattern=config.skip_pattern)
-
-
 def make_vocab(config: PretrainConfig, ctx: ddp.DistContext, files: List[Path],
                settings: TextSettings) -> Vocab:
     """The given vocabulary file, or one counted on the corpus by rank 0; saved in the run
@@ -207,7 +199,7 @@ class Trainer:
             out.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
         bilm = make_bilm(config)
-        vocab = make_vocab(config, ctx, resolve_files(config.train), text_settings(config))
+        vocab = make_vocab(config, ctx, resolve_files(config.train), config.text_settings())
         model = BiLanguageModel(bilm, len(vocab))
         if config.init_weights is not None:
             init_softmax_from_encoder(model, vocab)
@@ -256,7 +248,7 @@ class Trainer:
         self.progress = progress
         self.out = Path(config.output)
         self.vocab = vocab
-        self.settings = text_settings(config)
+        self.settings = config.text_settings()
         self.files = resolve_files(config.train)
         bilm = model.bilm
         self.options = bilm.options.to_json_dict()
