@@ -200,9 +200,11 @@ class Errors(metaclass=Catalogue):
             "file).")
     E114 = ("spaCy has no language {lang!r} for tokenization ({err}). Use a spaCy language "
             "code such as 'en' or 'zh', or 'whitespace' for pre-tokenized text.")
-    E115 = ("'{path}' has no {missing}: perplexity needs the language model's softmax and "
-            "vocabulary, which `spacy-elmo export` writes beside options.json + weights.hdf5. "
-            "Published biLMs ship neither; export a pretraining run (or a snapshot of one).")
+    E115 = ("'{path}' has no {missing}. The language model's softmax and vocabulary go "
+            "together: `spacy-elmo export` writes both beside options.json + weights.hdf5, "
+            "and perplexity needs them. Published biLMs ship neither (`pretrain "
+            "--init-weights` then starts a softmax from the token encoder). Export the run "
+            "(or a snapshot of it) again.")
     E116 = ("The softmax in '{path}' has shape {found}, but the vocabulary ({n_vocab} words) "
             "and the biLM's projection_dim ({dim}) need {expected}. The files come from "
             "different exports; export the run again.")

@@ -7,8 +7,10 @@ import os
 import pickle
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
+import h5py
+import numpy as np
 import srsly
 import torch
 
@@ -142,6 +144,33 @@ def export_model(model: BiLanguageModel, vocab: List[str],
     })
     return {"options": options_path, "weights": weights_path, "vocab": vocab_path,
             "softmax": softmax_path}
+
+
+class Softmax(NamedTuple):
+    """The softmax and vocabulary an export carries beside its biLM."""
+
+    vocab: Vocab
+    weight: np.ndarray
+    bias: np.ndarray
+
+
+def read_softmax(directory: Path, dim: int) -> Optional[Softmax]:
+    """The softmax.hdf5 and vocab.txt of an export directory, shapes checked against the
+    biLM's projection_dim; None when it has neither (a published biLM). One without the
+    other is an error."""
+    missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
+    if len(missing) == 2:
+        return None
+    if missing:
+        raise ElmoError(Errors.E115.format(path=directory, missing=missing[0]))
+    vocab = Vocab.from_file(directory / VOCAB_NAME)
+    with h5py.File(directory / SOFTMAX_NAME, "r") as f:
+        weight, bias = f["softmax/W"][...], f["softmax/b"][...]
+    if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
+        raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
+                                           n_vocab=len(vocab), dim=dim,
+                                           expected=(len(vocab), dim)))
+    return Softmax(vocab, weight, bias)
 
 
 def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step: int,

@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import h5py
 import torch
 
 from ..bilm.lm import BiLanguageModel, LMBatch
@@ -17,7 +16,7 @@ from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
-from .checkpoint import SOFTMAX_NAME
+from .checkpoint import SOFTMAX_NAME, read_softmax
 from .corpus import TextSettings, iter_sentences, warn_undecodable
 from .vocab import VOCAB_NAME, Vocab
 
@@ -49,22 +48,16 @@ def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
     `bilm.sources.locate` takes them): biLM, and softmax.hdf5 and vocab.txt beside it."""
     files = locate(model)
     directory = files.weights if files.weights.is_dir() else files.weights.parent
-    missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
-    if missing:
-        raise ElmoError(Errors.E115.format(path=directory, missing=" or ".join(missing)))
     bilm = load_files(files)
-    vocab = Vocab.from_file(directory / VOCAB_NAME)
-    with h5py.File(directory / SOFTMAX_NAME, "r") as f:
-        weight, bias = f["softmax/W"][...], f["softmax/b"][...]
-    dim = bilm.options.projection_dim
-    if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
-        raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
-                                           n_vocab=len(vocab), dim=dim,
-                                           expected=(len(vocab), dim)))
-    lm = BiLanguageModel(bilm, len(vocab))
+    softmax = read_softmax(directory, bilm.options.projection_dim)
+    if softmax is None:
+        raise ElmoError(Errors.E115.format(path=directory,
+                                           missing=f"{SOFTMAX_NAME} or {VOCAB_NAME}"))
+    lm = BiLanguageModel(bilm, len(softmax.vocab))
     with torch.no_grad():
-        lm.softmax.weight.copy_(torch.from_numpy(weight))
-        lm.softmax.bias.copy_(torch.from_numpy(bias))
+        lm.softmax.weight.copy_(torch.from_numpy(softmax.weight))
+        lm.softmax.bias.copy_(torch.from_numpy(softmax.bias))
+    vocab = softmax.vocab
     return lm.eval(), vocab
 
 

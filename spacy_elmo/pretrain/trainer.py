@@ -20,15 +20,18 @@ from ..bilm.files import write_text
 from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
+from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import (
     CHECKPOINT_NAME,
+    Softmax,
     export_model,
     load_checkpoint,
     model_from_checkpoint,
+    read_softmax,
     save_checkpoint,
     write_snapshot,
 )
@@ -117,6 +120,34 @@ def init_softmax_from_encoder(model: BiLanguageModel, vocab: Vocab) -> None:
         model.softmax.bias.zero_()
 
 
+def init_softmax(model: BiLanguageModel, vocab: Vocab, exported: Optional[Softmax]) -> int:
+    """The softmax of an --init-weights model: the export's own rows for every word of
+    `vocab` it has (all of them when `vocab` is the export's), the token encoder's vectors
+    for the rest (all of them for a published biLM). Returns how many rows were kept."""
+    init_softmax_from_encoder(model, vocab)
+    if exported is None:
+        return 0
+    index = {word: i for i, word in enumerate(exported.vocab.words)}
+    pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
+    if pairs:
+        mine, theirs = (torch.tensor(ids) for ids in zip(*pairs))
+        weight = model.softmax.weight
+        with torch.no_grad():
+            weight[mine] = torch.from_numpy(exported.weight).to(weight)[theirs]
+            model.softmax.bias[mine] = torch.from_numpy(exported.bias).to(weight)[theirs]
+    return len(pairs)
+
+
+def exported_softmax(config: PretrainConfig, bilm: BiLM) -> Optional[Softmax]:
+    """The softmax and vocabulary beside the --init-weights biLM, when it is an export of
+    this project (a published biLM has none)."""
+    if config.init_weights is None:
+        return None
+    files = locate(config.init_weights, config.init_options)
+    directory = files.weights if files.weights.is_dir() else files.weights.parent
+    return read_softmax(directory, bilm.options.projection_dim)
+
+
 def make_bilm(config: PretrainConfig) -> BiLM:
     """A fresh BiLM of the configured shape, or the --init-weights one (options checked)."""
     if config.init_weights is None:
@@ -146,13 +177,15 @@ def make_optimizer(config: PretrainConfig, params: List[torch.nn.Parameter]
 
 
 def make_vocab(config: PretrainConfig, ctx: ddp.DistContext, files: List[Path],
-               settings: TextSettings) -> Vocab:
-    """The given vocabulary file, or one counted on the corpus by rank 0; saved in the run
-    directory and read back by the other ranks."""
+               settings: TextSettings, exported: Optional[Vocab] = None) -> Vocab:
+    """The given vocabulary file, else the --init-weights export's, else one counted on the
+    corpus by rank 0; saved in the run directory and read back by the other ranks."""
     out = Path(config.output)
     if ctx.is_main:
         if config.vocab is not None:
             vocab = Vocab.from_file(Path(config.vocab))
+        elif exported is not None:
+            vocab = exported
         else:
             vocab = build_vocab(files, settings, size=config.vocab_size,
                                 min_count=config.min_count, max_tokens=config.vocab_max_tokens)
@@ -199,10 +232,15 @@ class Trainer:
             out.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
         bilm = make_bilm(config)
-        vocab = make_vocab(config, ctx, resolve_files(config.train), config.text_settings())
+        exported = exported_softmax(config, bilm)
+        vocab = make_vocab(config, ctx, resolve_files(config.train), config.text_settings(),
+                           None if exported is None else exported.vocab)
         model = BiLanguageModel(bilm, len(vocab))
         if config.init_weights is not None:
-            init_softmax_from_encoder(model, vocab)
+            kept = init_softmax(model, vocab, exported)
+            if ctx.is_main and progress:
+                tqdm.write(f"--init-weights: {kept:,} of {len(vocab):,} softmax rows from "
+                           "the export, the others from the token encoder")
         torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
         return cls(config, ctx, model, vocab, Position(), progress=progress)
 

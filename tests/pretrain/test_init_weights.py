@@ -1,10 +1,15 @@
-"""Domain adaptation: start from a published options/weights pair."""
+"""Domain adaptation and continued runs: start from a published biLM or an export."""
 
+import pytest
 import torch
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm
+from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain import ddp
+from spacy_elmo.pretrain.batches import BatchMaker, dev_batches
+from spacy_elmo.pretrain.perplexity import evaluate_lm, load_lm
 from spacy_elmo.pretrain.trainer import Trainer, train
+from spacy_elmo.pretrain.vocab import Vocab
 
 from .conftest import tiny_config
 
@@ -31,3 +36,63 @@ def test_adapted_model_trains_from_the_published_weights(tmp_path, tiny_weights_
     assert result.step == 3
     adapted = load_bilm(tmp_path / "run" / "model")
     assert adapted.options == load_bilm(tiny_weights_dir).options
+
+
+def test_init_weights_from_an_export_keeps_its_softmax_and_vocabulary(tmp_path):
+    first = train(tiny_config(made(tmp_path / "a"), max_steps=4), progress=False)
+    export = tmp_path / "a" / "run" / "model"
+    config = tiny_config(made(tmp_path / "b"), init_weights=str(export), options={})
+    trainer = Trainer.start(config, ddp.setup("cpu"), overwrite=False, progress=False)
+    assert trainer.vocab.words == first_vocab(export)
+    assert torch.equal(trainer.model.softmax.weight, first.model.softmax.weight)
+    assert torch.equal(trainer.model.softmax.bias, first.model.softmax.bias)
+    lm, _ = load_lm(export)
+    sentences = [["the", "cat"], ["a", "dog", "sat"]]
+    assert perplexity_of(trainer.model, trainer.vocab, sentences) == pytest.approx(
+        perplexity_of(lm, trainer.vocab, sentences), rel=1e-6)
+
+
+def test_init_weights_with_another_vocabulary_keeps_the_rows_of_shared_words(tmp_path):
+    train(tiny_config(made(tmp_path / "a"), max_steps=2), progress=False)
+    export = tmp_path / "a" / "run" / "model"
+    lm, old_vocab = load_lm(export)
+    words = old_vocab.words[:3] + ["zebra", "quokka"] + old_vocab.words[10:3:-1]
+    vocab_file = tmp_path / "new_vocab.txt"
+    Vocab(words).to_file(vocab_file)
+    config = tiny_config(made(tmp_path / "b"), init_weights=str(export), options={},
+                         vocab=str(vocab_file))
+    trainer = Trainer.start(config, ddp.setup("cpu"), overwrite=False, progress=False)
+    new = trainer.vocab
+    weight = trainer.model.softmax.weight.detach()
+    for word in old_vocab.words[4:11]:
+        assert torch.equal(weight[new[word]], lm.softmax.weight[old_vocab[word]].detach()), word
+    ids = batch_to_ids([["zebra", "quokka"]])[0]
+    with torch.no_grad():
+        vectors = lm.bilm.encoder(ids)
+    rows = weight[[new["zebra"], new["quokka"]]]
+    cosine = torch.nn.functional.cosine_similarity(rows, vectors)
+    assert torch.allclose(cosine, torch.ones(2), atol=1e-5)
+    assert float(trainer.model.softmax.bias.detach()[new["zebra"]]) == 0.0
+
+
+def test_init_weights_from_an_export_missing_its_softmax_is_refused(tmp_path):
+    train(tiny_config(made(tmp_path / "a"), max_steps=2), progress=False)
+    export = tmp_path / "a" / "run" / "model"
+    (export / "softmax.hdf5").unlink()
+    config = tiny_config(made(tmp_path / "b"), init_weights=str(export), options={})
+    with pytest.raises(ElmoError, match=r"\[E115\] .* has no softmax.hdf5"):
+        Trainer.start(config, ddp.setup("cpu"), overwrite=False, progress=False)
+
+
+def first_vocab(export):
+    return Vocab.from_file(export / "vocab.txt").words
+
+
+def perplexity_of(model, vocab, sentences):
+    maker = BatchMaker(vocab, model.bilm.options.max_characters_per_token)
+    return evaluate_lm(model, dev_batches(sentences, maker, rows=2, window=3))["dev_ppl"]
+
+
+def made(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
