@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..errors import ElmoError, Errors
@@ -109,8 +109,9 @@ class PretrainConfig:
         self.bilm_options()  # checks the option values now, before anything is written
 
     @classmethod
-    def from_file(cls, path: Path, **overrides: Any) -> PretrainConfig:
+    def from_file(cls, path: Union[str, Path], **overrides: Any) -> PretrainConfig:
         """Settings from a JSON file; non-None `overrides` (command-line flags) win."""
+        path = Path(path)
         if not path.exists():
             raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
         try:
