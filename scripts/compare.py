@@ -36,6 +36,8 @@ CHINESE = ["msra", "weibo", "resume", "thucnews", "thucnewsjieba"]
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "cnnw2vsame": "CNN + word2vec (same text)", "cnnw2vall": "CNN + word2vec (all lm_en)",
           "cnnw2v": "CNN + word2vec", "elmo": "ELMo listener",
+          "elmo_news": "ELMo listener, news-adapted biLM",
+          "elmo_ft": "ELMo listener, biLM fine-tuned (grad_factor 1)",
           "elmo_concat": "[spaCy features ; ELMo]",
           "elmo_concat_w2v": "[word2vec + features ; ELMo]"}
 SEED_SUFFIX = re.compile(r"^(?P<model>.+)_s(?P<seed>\d+)$")

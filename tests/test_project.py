@@ -204,3 +204,78 @@ def test_chinese_features_elmo_configs_are_the_english_ones_in_chinese():
         assert zh["nlp"]["lang"] == "zh"
         zh["nlp"]["lang"] = "en"
         assert zh == en
+
+
+def _run_table():
+    sys.path.insert(0, str(ROOT / "scripts"))  # run_table imports compare, as when run
+    try:
+        return _load_convert("run_table")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+@pytest.mark.parametrize("table", ["en", "zh"])
+def test_every_table_cell_has_its_config_and_overrides_that_exist(table):
+    run_table = _run_table()
+    tasks = list(run_table.TABLES[table])
+    values = {"weights": "W", "news_weights": "N", "jieba_weights": "J", "w2v": "V"}
+    cells = run_table.make_cells(table, tasks, None, [0, 3], values, [])
+    assert len({c.run for c in cells}) == len(cells)
+    for cell in cells:
+        config_path = ROOT / cell.needs[0]
+        assert config_path.exists(), cell.run
+        config = Config().from_disk(config_path, interpolate=False)
+        args = cell.command[cell.command.index("--system.seed"):]
+        assert args[1] == str(cell.seed)
+        for key in args[2::2]:
+            section = config
+            *parents, leaf = key[2:].split(".")
+            for part in parents:
+                section = section[part]
+            assert leaf in section, (cell.run, key)
+        if cell.row.startswith("elmo"):
+            weights = args[args.index("--paths.elmo_weights") + 1]
+            expected = {"elmo_news": "N"}.get(cell.row, "J" if "jieba" in cell.task else "W")
+            assert weights == expected, cell.run
+    rows = {(c.task, c.row) for c in cells}
+    if table == "en":
+        assert ("ner", "elmo_ft") in rows and ("sst5", "elmo_ft") not in rows
+        assert all((t, r) in rows for t in tasks for r in ("cnn", "cnnw2vsame", "cnnw2vall",
+                                                           "elmo_concat_w2v"))
+    else:
+        assert ("thucnews", "elmo_news") in rows and ("msra", "cnnw2v") in rows
+
+
+def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkeypatch,
+                                                                capsys):
+    run_table = _run_table()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    nlp = spacy.blank("en")
+    corpus = tmp_path / "corpus" / "trec"
+    corpus.mkdir(parents=True)
+    texts = [("How far is it ?", "NUM"), ("Who wrote it ?", "HUM"), ("When was it ?", "NUM"),
+             ("Who is he ?", "HUM")]
+    for split in ("train", "dev", "test"):
+        docs = []
+        for text, label in texts:
+            doc = nlp(text)
+            doc.cats = {"NUM": float(label == "NUM"), "HUM": float(label == "HUM")}
+            docs.append(doc)
+        DocBin(docs=docs).to_disk(corpus / f"{split}.spacy")
+    settings = dict(tasks="trec", rows="cnn,cnnpre", seeds="0", weights="null",
+                    news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
+                    gpu_id=-1, dry_run=False, summary=tmp_path / "results" / "table.json")
+    run_table.main("en", **settings)
+    out = capsys.readouterr().out
+    assert "skipped: missing pretrain_cnn/model-last.bin" in out
+    record = srsly.read_json(tmp_path / "training" / "trec_cnn_s0" / "cell.json")
+    test = srsly.read_json(tmp_path / "metrics" / "trec_cnn_s0.test.json")
+    assert record["test"] == pytest.approx(100 * test["cats_micro_f"])
+    assert "--system.seed 0" in record["command"]
+    assert not settings["summary"].exists()  # one cell could not run
+    run_table.main("en", **settings)
+    assert "2 cells, 1 finished, 1 to run" in capsys.readouterr().out
+    run_table.main("en", **{**settings, "rows": "cnn"})
+    assert "1 cells, 1 finished, 0 to run" in capsys.readouterr().out
+    assert srsly.read_json(settings["summary"]) == {"trec_cnn_s0": record}

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 import typer
 from wasabi import msg
 
-from ..bilm.files import Terminated
+from ..bilm.files import Terminated, write_text
 from ..errors import ElmoError, Errors, Warnings
 from ..validation import check_all, integer
 from . import app, fail, warn
@@ -183,6 +183,8 @@ def perplexity_cli(
     rows: int = typer.Option(64, "--rows", help="Parallel streams (pretraining's batch size)"),
     window: int = typer.Option(20, "--window", help="Tokens per window"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
+    output: Optional[Path] = typer.Option(None, "--output",
+                                          help="Also write the figures to this JSON file"),
 ) -> None:
     """Full-softmax perplexity of an exported biLM language model on text: how well a biLM
     fits your domain, before and after domain adaptation."""
@@ -212,3 +214,5 @@ def perplexity_cli(
                "mean per character": f"{result['ppl_per_char']:.2f}",
                "tokens": result["dev_tokens"]},
               title=f"Perplexity of {model}")
+    if output is not None:
+        write_text(output, json.dumps({"model": model, "text": text, **result}, indent=2) + "\n")

@@ -38,9 +38,13 @@ def test_export_perplexity_equals_the_logged_dev_perplexity(run):
     assert 1.0 < got["ppl_per_char"] < got["dev_ppl"]
     result = CliRunner().invoke(app, ["perplexity", str(run / "run" / "model"),
                                       str(run / "corpus.txt"), "--rows", "4", "--window", "6",
-                                      "--max-tokens", "300"])
+                                      "--max-tokens", "300", "--output",
+                                      str(run / "ppl.json")])
     assert result.exit_code == 0, result.output
     assert f"{logged['dev_ppl']:.2f}" in result.output
+    written = json.loads((run / "ppl.json").read_text(encoding="utf-8"))
+    assert written["dev_ppl"] == pytest.approx(logged["dev_ppl"], rel=1e-6)
+    assert written["ppl_per_char"] == pytest.approx(got["ppl_per_char"], rel=1e-6)
 
 
 def test_published_layout_without_softmax_is_refused_with_the_fix(run, tmp_path):

@@ -1,0 +1,235 @@
+"""Train and evaluate every cell of a results table: tasks x rows x seeds, resumable.
+
+  python scripts/run_table.py en|zh [--tasks ner,wnut] [--rows cnn,elmo] [--seeds 0,1]
+      [--weights W] [--news-weights W] [--jieba-weights W] [--max-steps 3000]
+      [--eval-frequency 500] [--gpu-id -1] [--dry-run] [--summary results/table_en.json]
+
+A cell is `spacy train` of the row's config on the task's corpus/<dataset>/{train,dev}.spacy
+into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
+into metrics/<task>_<row>_s<seed>.{dev,test}.json (the names `scripts/compare.py` reads).
+A finished cell leaves training/<run>/cell.json (its command, wall time and scores); a rerun
+skips finished cells and trains an interrupted one again from the start, so a table that
+takes longer than a session continues where it stopped; `--summary` is written once every
+cell is finished (the project's commands name it as their output). Every row of a task gets the same
+budget (`--max-steps`, `--eval-frequency`, the config's patience) and the test score of the
+model selected on dev is reported.
+
+Rows (each only where its inputs exist in the project; --dry-run lists the commands):
+  cnn               spaCy's CNN tok2vec
+  cnnpre            the CNN warm-started with `spacy pretrain` (pretrain_cnn/model-last.bin)
+  cnnw2vsame        CNN + word2vec trained on the biLM's own text (vectors/w2v_same/nlp)
+  cnnw2vall         CNN + word2vec trained on all of lm_en (vectors/w2v_all/nlp)
+  cnnw2v            Chinese: CNN + character word2vec (vectors/zh_w2v/nlp)
+  elmo              the ELMo listener over the frozen biLM (--weights)
+  elmo_ft           the same, fine-tuning the biLM (grad_factor 1)
+  elmo_news         Chinese: the ELMo listener over the news-adapted biLM (--news-weights)
+  elmo_concat       [spaCy features ; ELMo]
+  elmo_concat_w2v   [word2vec + features ; ELMo]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import typer
+from compare import score  # scripts/compare.py: the results table's figure
+from spacy.cli.evaluate import evaluate
+
+
+@dataclass(frozen=True)
+class Task:
+    dataset: str  # corpus/<dataset>/
+    kind: str  # "ner" or "textcat": the config family and the component's name
+    rows: Tuple[str, ...]  # the rows run by default
+    prefix: str = ""  # config file prefix: "" (English) or "zh_"
+    suffix: str = ""  # config file suffix: "_jieba" for the jieba-word variant
+    bilm: str = "weights"  # which biLM option the ELMo rows take
+
+
+@dataclass(frozen=True)
+class Row:
+    config: str  # config stem, completed as <prefix><kind>_<config><suffix>.cfg
+    paths: Dict[str, str] = field(default_factory=dict)  # --paths.X values ({weights} etc.)
+    overrides: Dict[str, str] = field(default_factory=dict)  # other overrides ({kind})
+
+
+EN_ROWS = ("cnn", "cnnpre", "cnnw2vsame", "cnnw2vall", "elmo", "elmo_concat",
+           "elmo_concat_w2v")
+ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat")
+TABLES: Dict[str, Dict[str, Task]] = {
+    "en": {
+        "ner": Task("conll", "ner", EN_ROWS + ("elmo_ft",)),
+        "wnut": Task("wnut", "ner", EN_ROWS + ("elmo_ft",)),
+        "sst5": Task("sst5", "textcat", EN_ROWS),
+        "trec": Task("trec", "textcat", EN_ROWS),
+    },
+    "zh": {
+        "msra": Task("msra", "ner", ZH_NER_ROWS, prefix="zh_"),
+        "weibo": Task("weibo", "ner", ZH_NER_ROWS, prefix="zh_"),
+        "resume": Task("resume", "ner", ZH_NER_ROWS, prefix="zh_"),
+        "thucnews": Task("thucnews", "textcat", ZH_NER_ROWS + ("elmo_news", "elmo_concat_w2v"),
+                         prefix="zh_"),
+        "thucnewsjieba": Task("thucnews_jieba", "textcat", ("cnn", "elmo"), prefix="zh_",
+                              suffix="_jieba", bilm="jieba_weights"),
+    },
+}
+ROWS: Dict[str, Row] = {
+    "cnn": Row("cnn"),
+    "cnnpre": Row("cnn", {"init_tok2vec": "pretrain_cnn/model-last.bin"}),
+    "cnnw2vsame": Row("cnn_vectors", {"vectors": "vectors/w2v_same/nlp"}),
+    "cnnw2vall": Row("cnn_vectors", {"vectors": "vectors/w2v_all/nlp"}),
+    "cnnw2v": Row("cnn_vectors", {"vectors": "vectors/zh_w2v/nlp"}),
+    "elmo": Row("elmo", {"elmo_weights": "{weights}"}),
+    "elmo_ft": Row("elmo", {"elmo_weights": "{weights}"},
+                   {"components.{kind}.model.tok2vec.grad_factor": "1.0"}),
+    "elmo_news": Row("elmo", {"elmo_weights": "{news_weights}"}),
+    "elmo_concat": Row("elmo_concat", {"elmo_weights": "{weights}"}),
+    "elmo_concat_w2v": Row("elmo_concat_vectors",
+                           {"elmo_weights": "{weights}", "vectors": "{w2v}"}),
+}
+W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp"}
+
+
+@dataclass
+class Cell:
+    task: str
+    row: str
+    seed: int
+    command: List[str]
+    needs: List[Path]  # inputs that must exist (corpus, vectors, weights)
+
+    @property
+    def run(self) -> str:
+        return f"{self.task}_{self.row}_s{self.seed}"
+
+
+def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: List[int],
+               values: Dict[str, str], budget: List[str]) -> List[Cell]:
+    """Every (task, row, seed) of the table, with its `spacy train` command."""
+    cells = []
+    for name in tasks:
+        task = TABLES[table][name]
+        for row_name in rows or task.rows:
+            row = ROWS[row_name]
+            config = Path("configs") / f"{task.prefix}{task.kind}_{row.config}{task.suffix}.cfg"
+            corpus = Path("corpus") / task.dataset
+            task_values = {**values, "weights": values[task.bilm]}
+            paths = {k: v.format(**task_values) for k, v in row.paths.items()}
+            for seed in seeds:
+                command = [sys.executable, "-m", "spacy", "train", str(config), "--output",
+                           f"training/{name}_{row_name}_s{seed}",
+                           "--paths.train", str(corpus / "train.spacy"),
+                           "--paths.dev", str(corpus / "dev.spacy"),
+                           "--system.seed", str(seed), *budget]
+                for key, value in paths.items():
+                    command += [f"--paths.{key}", value]
+                for key, value in row.overrides.items():
+                    command += [f"--{key.format(kind=task.kind)}", value]
+                needs = [config, corpus / "train.spacy", corpus / "dev.spacy"]
+                needs += [Path(v) for k, v in paths.items() if v != "null"]
+                cells.append(Cell(name, row_name, seed, command, needs))
+    return cells
+
+
+def finished(cell: Cell, training: Path) -> bool:
+    return (training / cell.run / "cell.json").exists()
+
+
+def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int) -> Dict[str, float]:
+    """`spacy evaluate` of a run's model-best on corpus/{dev,test}.spacy: writes
+    metrics/<run>.<split>.json, returns each split's table figure."""
+    metrics.mkdir(parents=True, exist_ok=True)
+    scores = {}
+    for split in ("dev", "test"):
+        data = corpus / f"{split}.spacy"
+        if data.exists():
+            out = metrics / f"{run_dir.name}.{split}.json"
+            evaluate(str(run_dir / "model-best"), data, output=out, use_gpu=gpu_id, silent=True)
+            scores[split] = score(json.loads(out.read_text(encoding="utf-8")))
+    return scores
+
+
+def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int) -> Dict:
+    """Train (from scratch), evaluate, and mark the cell finished."""
+    start = time.time()
+    subprocess.run(cell.command, check=True)
+    minutes = (time.time() - start) / 60
+    run_dir = training / cell.run
+    scores = evaluate_run(run_dir, cell.needs[1].parent, metrics, gpu_id)
+    record = {"command": "python " + " ".join(cell.command[1:]),
+              "train_minutes": round(minutes, 1),
+              **scores}
+    tmp = run_dir / "cell.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(run_dir / "cell.json")
+    return record
+
+
+TASK_DATASETS = {name: task.dataset for tasks in TABLES.values() for name, task in tasks.items()}
+
+
+def main(
+    table: str = typer.Argument(..., help="en or zh"),
+    tasks: str = typer.Option("", help="comma-separated tasks (default: the table's)"),
+    rows: str = typer.Option("", help="comma-separated rows (default: each task's)"),
+    seeds: str = typer.Option("0,1", help="comma-separated seeds"),
+    weights: str = typer.Option("null", help="biLM of the ELMo rows (null: the bundled one "
+                                             "for the table's language)"),
+    news_weights: str = typer.Option("bilm/zh_news", help="the news-adapted Chinese biLM"),
+    jieba_weights: str = typer.Option("bilm/zh_jieba_pretrained",
+                                      help="the jieba-word Chinese biLM"),
+    max_steps: int = typer.Option(3000, help="training budget of every cell"),
+    eval_frequency: int = typer.Option(500, help="dev evaluation interval"),
+    gpu_id: int = typer.Option(-1, help="GPU id (-1: CPU)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the cells and commands only"),
+    summary: Optional[Path] = typer.Option(None, help="once every cell is finished, write "
+                                                      "their records to this JSON file"),
+) -> None:
+    """Train and evaluate the table's missing cells."""
+    if table not in TABLES:
+        raise typer.BadParameter(f"table must be one of {sorted(TABLES)}, not {table!r}")
+    task_names = tasks.split(",") if tasks else list(TABLES[table])
+    if tasks == "" and table == "zh":
+        task_names.remove("thucnewsjieba")  # a separate experiment: --tasks thucnewsjieba
+    unknown = [t for t in task_names if t not in TABLES[table]]
+    row_names = rows.split(",") if rows else None
+    unknown += [r for r in row_names or [] if r not in ROWS]
+    if unknown:
+        raise typer.BadParameter(f"unknown tasks or rows {unknown}; tasks: "
+                                 f"{sorted(TABLES[table])}, rows: {sorted(ROWS)}")
+    values = {"weights": weights, "news_weights": news_weights, "jieba_weights": jieba_weights,
+              "w2v": W2V_CONCAT[table]}
+    budget = ["--training.max_steps", str(max_steps), "--training.eval_frequency",
+              str(eval_frequency), "--gpu-id", str(gpu_id)]
+    cells = make_cells(table, task_names, row_names, [int(s) for s in seeds.split(",")],
+                       values, budget)
+    training, metrics = Path("training"), Path("metrics")
+    todo = [c for c in cells if not finished(c, training)]
+    typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
+               f"{len(todo)} to run")
+    for i, cell in enumerate(todo, 1):
+        missing = [str(p) for p in cell.needs if not p.exists()]
+        if dry_run or missing:
+            why = f"  (skipped: missing {', '.join(missing)})" if missing else ""
+            typer.echo(f"[{i}/{len(todo)}] {cell.run}: python {' '.join(cell.command[1:])}{why}")
+            continue
+        typer.echo(f"[{i}/{len(todo)}] {cell.run}", err=True)
+        record = run_cell(cell, training, metrics, gpu_id)
+        typer.echo(f"{cell.run}: test {record['test']:.1f}, dev {record['dev']:.1f} "
+                   f"({record['train_minutes']} min)")
+
+    if summary is not None and all(finished(c, training) for c in cells):
+        records = {c.run: json.loads((training / c.run / "cell.json").read_text(encoding="utf-8"))
+                   for c in cells}
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        summary.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"every cell finished: {summary}")
+
+if __name__ == "__main__":
+    typer.run(main)
