@@ -1,7 +1,8 @@
 """Downstream score against biLM perplexity: one ELMo training per biLM checkpoint.
 
   python scripts/checkpoint_curve.py CONFIG CORPUS OUTPUT BILM [BILM ...]
-      [--baseline metrics/ner_cnn.test.json] [--max-steps 3000] [--eval-frequency 500]
+      [--baseline metrics/ner_cnn_s0.test.json] [--max-steps 3000] [--eval-frequency 500]
+      [--wic WIC_DIR]
 
 Each BILM is an export with a dev.json beside it (the snapshots that `spacy-elmo pretrain
 --snapshot-every N` writes), a directory of such snapshots, or DIR=PPL to give its dev
@@ -9,7 +10,8 @@ perplexity. For each, CONFIG is
 trained on CORPUS/{train,dev}.spacy into OUTPUT/<name>/ (skipped when its model-best exists,
 so a rerun continues where it stopped) and evaluated on CORPUS/test.spacy. Writes
 OUTPUT/curve.md and OUTPUT/curve.png: test score against dev perplexity, the baseline's
-test score as a line.
+test score as a line; with --wic, each biLM's WiC dev accuracy beside it (the layer chosen
+on WiC train, as `scripts/wic_probe.py` reports it).
 """
 
 from __future__ import annotations
@@ -47,9 +49,23 @@ def _expand(specs: List[str]) -> List[str]:
     return out
 
 
+def wic_dev(bilm_dir: Path, wic: Path, cache: Path) -> float:
+    """WiC dev accuracy of the layer chosen on train (scripts/wic_probe.py), kept in
+    `cache` so that a rerun does not embed WiC again."""
+    if not cache.exists():
+        from wic_probe import probe  # scripts/wic_probe.py
+
+        from spacy_elmo.bilm import load_bilm
+
+        cache.write_text(json.dumps(probe(load_bilm(bilm_dir), wic), indent=2) + "\n")
+    rows = json.loads(cache.read_text())
+    return float(max(rows, key=lambda r: r["train"])["dev"])
+
+
 def main(config: Path, corpus: Path, output: Path, bilms: List[str],
          baseline: Optional[Path] = None, max_steps: int = 3000, eval_frequency: int = 500,
-         gpu_id: int = -1) -> None:
+         gpu_id: int = -1, wic: Optional[Path] = typer.Option(
+             None, help="WiC directory: add each biLM's WiC dev accuracy")) -> None:
     output.mkdir(parents=True, exist_ok=True)
     points = []
     for spec in _expand(bilms):
@@ -68,16 +84,18 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
         if not result.exists():
             evaluate(str(run / "model-best"), corpus / "test.spacy", output=result,
                      use_gpu=gpu_id, silent=True)
-        points.append((name, step, ppl, score(json.loads(result.read_text()))))
+        wic_acc = wic_dev(path, wic, run / "wic.json") if wic is not None else None
+        points.append((name, step, ppl, score(json.loads(result.read_text())), wic_acc))
         typer.echo(f"{name}: dev perplexity {ppl:.1f}, test {points[-1][3]:.1f}")
     base = score(json.loads(baseline.read_text())) if baseline else None
     lines = [f"Config `{config}`, {corpus.name}, {max_steps} steps; test score of the "
-             "model selected on dev.", "", "| biLM | pretraining step | dev perplexity | "
-             "test score |", "|---|---|---|---|"]
-    lines += [f"| {n} | {s if s is not None else '-'} | {p:.1f} | {f:.1f} |"
-              for n, s, p, f in points]
+             "model selected on dev; WiC: dev accuracy of the biLM layer chosen on WiC train.",
+             "", "| biLM | pretraining step | dev perplexity | test score | WiC dev |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {n} | {s if s is not None else '-'} | {p:.1f} | {f:.1f} | "
+              f"{'-' if w is None else f'{w:.1f}'} |" for n, s, p, f, w in points]
     if base is not None:
-        lines.append(f"| baseline ({baseline}) | - | - | {base:.1f} |")
+        lines.append(f"| baseline ({baseline}) | - | - | {base:.1f} | - |")
     (output / "curve.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
@@ -91,7 +109,7 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
     fig, ax = plt.subplots(figsize=(6, 4))
     ordered = sorted(points, key=lambda p: -p[2])
     ax.plot([p[2] for p in ordered], [p[3] for p in ordered], "o-", label="ELMo")
-    for name, _, ppl, value in ordered:
+    for name, _, ppl, value, _ in ordered:
         ax.annotate(name, (ppl, value), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if base is not None:
         ax.axhline(base, color="grey", linestyle="--", label="spaCy CNN baseline")

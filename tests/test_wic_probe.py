@@ -61,3 +61,23 @@ def test_probe_runs_end_to_end(tmp_path, tiny_weights_dir):
     for r in rows:
         assert 0 <= r["dev"] <= 100 and r["train"] >= 50  # the fit is at least the majority
     assert "| mean |" in out.read_text()
+
+
+def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weights_dir):
+    import sys
+
+    from .test_project import ROOT
+    sys.path.insert(0, str(ROOT / "scripts"))  # checkpoint_curve imports its neighbours
+    try:
+        curve = _load_convert("checkpoint_curve")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    write_wic(tmp_path / "wic", "train", ROWS)
+    write_wic(tmp_path / "wic", "dev", ROWS[:2])
+    cache = tmp_path / "wic.json"
+    accuracy = curve.wic_dev(tiny_weights_dir, tmp_path / "wic", cache)
+    rows = json.loads(cache.read_text())
+    chosen = max(rows, key=lambda r: r["train"])
+    assert accuracy == chosen["dev"] and accuracy in (0.0, 50.0, 100.0)
+    # a rerun reads the kept figures: the biLM is not loaded again
+    assert curve.wic_dev(tmp_path / "gone", tmp_path / "wic", cache) == accuracy
