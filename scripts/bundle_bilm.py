@@ -1,13 +1,17 @@
-"""Export a pretraining run as the package's bundled biLM, with its model card.
+"""Export a pretraining run as the package's bundled biLM for a language, with its model card.
 
-  python scripts/bundle_bilm.py RUN_DIR [--snapshot RUN_DIR/snapshots/step_N]
-      [--output spacy_elmo/data/elmo_en_small]
+  python scripts/bundle_bilm.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
+      [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
+      [--perplexity NAME=TEXT ...]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
-and metrics.jsonl: data, size, steps, tokens, training time, hardware, dev perplexity. The
-model is the run's checkpoint, or the snapshot given (whose dev.json holds the dev
-perplexity of exactly that step).
+and metrics.jsonl: data, size, steps, tokens, training time, hardware, the dev perplexity
+curve; with --wic the WiC probe's accuracies (`scripts/wic_probe.py`), with --perplexity the
+per-token and per-character perplexity on other held-out texts (e.g. news). The model is
+the run's checkpoint, or the snapshot given (whose dev.json holds the dev perplexity of
+exactly that step). A language gets its bundled default in `spacy_elmo/bilm/sources.py`
+(`BUNDLED`) once its model is in `spacy_elmo/data/`.
 """
 
 from __future__ import annotations
@@ -15,24 +19,52 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import typer
 
 from spacy_elmo.bilm import load_bilm, save_bilm
-from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
+from spacy_elmo.pretrain.checkpoint import export, load_checkpoint, model_from_checkpoint
+from spacy_elmo.pretrain.config import PretrainConfig
+from spacy_elmo.pretrain.corpus import resolve_files
+from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_embed import cpu_model  # noqa: E402
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "spacy_elmo" / "data" / "elmo_en_small"
+# per language: the card's name for the model, its training data, and the weights' license
+LANGUAGES: Dict[str, Dict[str, str]] = {
+    "en": {
+        "title": "the bundled English biLM",
+        "data": "English Wikipedia text (`lm_en`: articles of a 2015 dump and of early 2018, "
+                "extracted with WikiExtractor), tokenized with spaCy's English tokenizer",
+        "license": "trained on Wikipedia text (CC BY-SA 3.0, Wikipedia contributors); these "
+                   "weights are shared under the same license, CC BY-SA 3.0 "
+                   "(https://creativecommons.org/licenses/by-sa/3.0/)",
+    },
+    "zh": {
+        "title": "the bundled Chinese biLM",
+        "data": "a slice of Chinese Wikipedia (`zhwiki_partial`: 96,487 articles, converted to "
+                "Simplified characters, every 100th line held out), characters as tokens "
+                "(spaCy's `zh` tokenizer, its default `char` segmenter)",
+        "license": "trained on Chinese Wikipedia text (CC BY-SA 4.0, Wikipedia contributors, "
+                   "https://zh.wikipedia.org); these weights are shared under the same "
+                   "license, CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/)",
+    },
+}
 
 
-def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTPUT) -> None:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+def read_rows(run: Path) -> List[Dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
             if line.strip()]
-    output.mkdir(parents=True, exist_ok=True)
+
+
+def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
+               output: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Write the biLM to `output`; return (step, tokens, elapsed) and the dev record."""
     if snapshot is not None:
         for name in ("options.json", "weights.hdf5"):
             shutil.copyfile(snapshot / name, output / name)
@@ -40,74 +72,126 @@ def main(run: Path, snapshot: Optional[Path] = None, output: Path = DEFAULT_OUTP
         trained = [r for r in rows if r.get("type") == "train" and r["step"] <= last_dev["step"]]
         last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
                 "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
-    else:
-        checkpoint = load_checkpoint(run)
-        save_bilm(model_from_checkpoint(checkpoint).bilm, output)
-        last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
+        return last, last_dev
+    checkpoint = load_checkpoint(run / "checkpoint.pt")
+    save_bilm(model_from_checkpoint(checkpoint).bilm, output)
+    last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
-    if snapshot is None:
-        last_dev = dev[-1] if dev else {}
+    return last, (dev[-1] if dev else {})
+
+
+def extra_perplexities(lm_dir: Path, config: PretrainConfig, texts: List[str]
+                       ) -> List[Tuple[str, Dict[str, float]]]:
+    """Perplexity (per token and per character) of the language model on each NAME=TEXT."""
+    lm, vocab = load_lm(lm_dir)
+    out = []
+    for spec in texts:
+        name, path = spec.split("=", 1)
+        out.append((name, text_perplexity(lm, vocab, resolve_files([path]),
+                                          config.text_settings(), rows=config.batch_size,
+                                          window=config.window,
+                                          max_tokens=config.dev_max_tokens)))
+    return out
+
+
+def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
+         snapshot: Optional[Path] = None, output: Optional[Path] = None,
+         wic: Optional[Path] = typer.Option(None, help="WiC directory: add the probe"),
+         perplexity: List[str] = typer.Option([], help="NAME=TEXT: perplexity on this text"),
+         ) -> None:
+    if lang not in LANGUAGES:
+        raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
+    about = LANGUAGES[lang]
+    output = output or ROOT / "spacy_elmo" / "data" / f"elmo_{lang}_small"
+    rows = read_rows(run)
+    output.mkdir(parents=True, exist_ok=True)
+    last, last_dev = take_model(run, snapshot, rows, output)
+    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
     bilm = load_bilm(output)
-    config = json.loads((run / "config.json").read_text())
+    config_data = json.loads((run / "config.json").read_text())
+    config = PretrainConfig.from_file(run / "config.json")
     n_params = sum(p.numel() for p in bilm.parameters())
     o = bilm.options
-    curve = "\n".join(f"| {r['step']} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "
-                      f"{r['dev_ppl_bwd']:.1f} | {r['dev_ppl']:.1f} |" for r in dev)
     nan = float("nan")
+    unit = "characters" if lang == "zh" else "tokens"
     table = [
         ("architecture",
-         f"char CNN {[list(f) for f in o.filters]} ({o.n_filters} filters), "
-         f"{o.n_highway} highway, projection {o.projection_dim}; {o.n_layers} x LSTM "
-         f"{o.lstm_dim} with projection {o.projection_dim}, clip {o.cell_clip}/{o.proj_clip}, "
-         "residual"),
+         f"char CNN {[list(f) for f in o.filters]} ({o.n_filters} filters) over at most "
+         f"{o.max_characters_per_token - 2} UTF-8 bytes a token, {o.n_highway} highway, "
+         f"projection {o.projection_dim}; {o.n_layers} x LSTM {o.lstm_dim} with projection "
+         f"{o.projection_dim}, clip {o.cell_clip}/{o.proj_clip}, residual"),
         ("output", f"{o.n_output_layers} layers x {o.output_dim} (token layer + "
                    f"{o.n_layers} LSTM layers)"),
         ("parameters", f"{n_params / 1e6:.2f}M (weights.hdf5, float32); the softmax "
-                       f"({config.get('vocab_size')} words) is not shipped"),
-        ("training data", "English Wikipedia text (`lm_en`, enwiki_core train shards: articles "
-                          "of a 2015 dump, extracted with WikiExtractor), tokenized with "
-                          "spaCy's English tokenizer"),
-        ("training", f"{last['step']} steps of {config.get('batch_size')} rows x "
-                     f"{config.get('window')} tokens, {last['tokens'] / 1e6:.1f}M tokens; "
-                     f"{config.get('optimizer')} lr {config.get('lr')}, sampled softmax with "
-                     f"{config.get('n_negatives')} negatives, dropout {config.get('dropout')}"),
-        ("time and hardware", f"{last['elapsed'] / 3600:.2f} h on {config.get('threads')} "
-                              f"thread(s) of a shared 2-core {cpu_model()} (CPU only)"),
+                       f"({config.vocab_size:,} {unit}) is not shipped"),
+        ("training data", about["data"]),
+        ("training", f"{last['step']:,} steps of {config.batch_size} rows x {config.window} "
+                     f"{unit}, {last['tokens'] / 1e6:.1f}M {unit}; {config.optimizer} lr "
+                     f"{config.lr} (warmup {config.warmup_steps}, {config.lr_schedule}), "
+                     f"sampled softmax with {config.n_negatives:,} negatives, dropout "
+                     f"{config.dropout}"),
+        ("time and hardware", f"{last['elapsed'] / 3600:.2f} h of training steps on "
+                              f"{config.threads} thread(s) of a 2-core {cpu_model()} "
+                              "(CPU only)"),
         ("dev perplexity",
-         f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of forward "
-         f"{last_dev.get('dev_ppl_fwd', nan):.1f} and backward "
-         f"{last_dev.get('dev_ppl_bwd', nan):.1f}; full softmax over the "
-         f"{config.get('vocab_size')}-word vocabulary, other words as `<UNK>`, on "
-         f"{last_dev.get('dev_tokens', 0)} tokens of enwiki_core.valid)"),
+         f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of "
+         f"forward {last_dev.get('dev_ppl_fwd', nan):.1f} and backward "
+         f"{last_dev.get('dev_ppl_bwd', nan):.1f}; full softmax, other {unit} as `<UNK>`, on "
+         f"{last_dev.get('dev_tokens', 0):,} {unit} of {', '.join(config.dev or [])})"),
     ]
-    rows_md = "\n".join(f"| {k} | {v} |" for k, v in table)
-    card = f"""# elmo_en_small: the bundled English biLM
+    if perplexity:
+        with tempfile.TemporaryDirectory() as tmp:
+            if snapshot is not None:
+                lm_dir = snapshot
+            else:
+                export(run / "checkpoint.pt", tmp)
+                lm_dir = Path(tmp)
+            for name, result in extra_perplexities(lm_dir, config, perplexity):
+                table.append((f"perplexity on {name}",
+                              f"{result['dev_ppl']:.1f} per token, "
+                              f"{result['ppl_per_char']:.1f} per character "
+                              f"({result['dev_tokens']:,} tokens)"))
+    if wic is not None:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from wic_probe import probe
 
-The biLM that `nlp.add_pipe("elmo")` uses when no weights are given. Pretrained by this
-project's own pipeline (`spacy-elmo pretrain`, then `scripts/bundle_bilm.py`).
+        wic_rows = probe(bilm, wic)
+        chosen = max(wic_rows, key=lambda r: r["train"])
+        per_layer = ", ".join(f"{r['layer']} {r['dev']:.1f}" for r in wic_rows)
+        table.append(("WiC (word in context)",
+                      f"dev accuracy {chosen['dev']:.1f} with the layer chosen on train "
+                      f"({chosen['layer']}); per layer: {per_layer} (chance 50, published "
+                      "ELMo 57.7 on test)"))
+    rows_md = "\n".join(f"| {k} | {v} |" for k, v in table)
+    curve = "\n".join(f"| {r['step']:,} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "
+                      f"{r['dev_ppl_bwd']:.1f} | {r['dev_ppl']:.1f} |" for r in dev)
+    card = f"""# {output.name}: {about['title']}
+
+The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
+Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
+`{config_data.get('output')}`'s settings, then `scripts/bundle_bilm.py`).
 
 | | |
 |---|---|
 {rows_md}
 
-This is a small model trained briefly on one CPU: far weaker than the published models (the
+A small model trained on one CPU: far weaker than the published English models (the
 original reaches perplexity 39.7 on the 1B Word Benchmark after two weeks on three GPUs).
-Continue its run with `spacy-elmo pretrain --output runs/lm_en_small --resume`, or
-pretrain a larger one, and point `weights` at it.
+Continue its run with `spacy-elmo pretrain --output RUN --resume` (or from this export
+with `--init-weights`), or pretrain a larger one, and point `weights` at it.
 
 Dev perplexity during training:
 
-| step | tokens | forward | backward | mean |
+| step | {unit} | forward | backward | mean |
 |---|---|---|---|---|
 {curve}
 
-License: trained on Wikipedia text (CC BY-SA 3.0, Wikipedia contributors); these weights are
-shared under the same license, CC BY-SA 3.0 (https://creativecommons.org/licenses/by-sa/3.0/).
+License: {about['license']}.
 """
     (output / "README.md").write_text(card, encoding="utf-8")
     size = (output / "weights.hdf5").stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB), dev perplexity "
-               f"{last_dev.get('dev_ppl', float('nan')):.1f}")
+               f"{last_dev.get('dev_ppl', nan):.1f}")
 
 
 if __name__ == "__main__":

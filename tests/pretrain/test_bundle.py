@@ -1,0 +1,46 @@
+"""scripts/bundle_bilm.py: a run becomes a language's bundled biLM with its model card."""
+
+import json
+import sys
+
+import pytest
+
+from spacy_elmo.bilm import load_bilm
+from spacy_elmo.pretrain.trainer import train
+
+from ..test_project import ROOT, _load_convert
+from .conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        yield _load_convert("bundle_bilm")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path, bundle):
+    result = train(tiny_config(tmp_path, max_steps=4, eval_every=4), progress=False)
+    out = tmp_path / "elmo_zh_small"
+    bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=out, wic=None,
+                perplexity=[f"held-out text={tmp_path / 'corpus.txt'}"])
+    bilm = load_bilm(out)
+    for (name, a), b in zip(bilm.named_parameters(), result.model.bilm.parameters()):
+        assert a.detach().equal(b.detach()), name
+    card = (out / "README.md").read_text(encoding="utf-8")
+    dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()
+           if '"dev"' in line][-1]
+    assert "the bundled Chinese biLM" in card and "CC BY-SA 4.0" in card
+    assert f"| dev perplexity | {dev['dev_ppl']:.1f} at step 4" in card
+    # the dev text measured again through the export gives the logged dev perplexity
+    assert f"| perplexity on held-out text | {dev['dev_ppl']:.1f} per token" in card
+    assert not (out / "softmax.hdf5").exists()
+
+
+def test_bundle_refuses_an_unknown_language(tmp_path, bundle):
+    import typer
+
+    with pytest.raises(typer.BadParameter, match="en or zh|\\['en', 'zh'\\]"):
+        bundle.main(tmp_path, lang="fr", snapshot=None, output=None, wic=None, perplexity=[])
