@@ -11,6 +11,7 @@ from ..bilm.files import sweep_stale, write_text
 from ..errors import ElmoError, Errors
 from .checkpoint import CHECKPOINT_NAME, SNAPSHOT_DIR
 from .config import FROZEN_KEYS, PretrainConfig
+from .corpus import resolve_files
 
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
@@ -57,9 +58,13 @@ def check_optimizer(state: Dict[str, Any], optimizer: str, out: Path) -> None:
 
 
 def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str, Any]:
-    """The settings a resumed run must share with the checkpoint."""
+    """The settings a resumed run must share with the checkpoint. The training files are
+    known by name and size (`train_files`), not by path, so a run continues on another
+    machine or with its data moved; `train` (the patterns) is kept for checkpoints written
+    before `train_files` existed."""
     data = config.to_dict()
     frozen = {key: data[key] for key in FROZEN_KEYS if key != "options"}
+    frozen["train_files"] = [[f.name, f.stat().st_size] for f in resolve_files(config.train)]
     for section, values in options.items():
         if isinstance(values, dict):
             frozen.update({f"options.{section}.{k}": v for k, v in values.items()})
@@ -69,7 +74,9 @@ def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str
 
 
 def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path) -> None:
-    for key in sorted(set(saved) | set(current)):
+    # a checkpoint with train_files knows its data by name and size: paths may change
+    skip = "train" if "train_files" in saved else "train_files"
+    for key in sorted((set(saved) | set(current)) - {skip}):
         if saved.get(key) != current.get(key):
             raise ElmoError(Errors.E105.format(path=out, key=key, found=saved.get(key),
                                                given=current.get(key)))

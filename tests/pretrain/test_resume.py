@@ -77,3 +77,24 @@ def test_run_from_before_the_shuffle_buffer_resumes_reading_in_order(tmp_path):
     assert result.step == 6
     assert json.loads((tmp_path / "run" / "config.json").read_text())["shuffle_buffer"] == 0
     assert load_checkpoint(path)["ranks"][0]["source"]["buffer"] == []
+
+
+def test_a_run_continues_with_its_data_moved_known_by_name_and_size(tmp_path):
+    straight = train(tiny_config(tmp_path, output=str(tmp_path / "a"), max_steps=8),
+                     progress=False)
+    train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=4), progress=False)
+    # "another machine": the run directory and the text both at new paths
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (moved / "corpus.txt").write_bytes((tmp_path / "corpus.txt").read_bytes())
+    (tmp_path / "b").rename(moved / "b")
+    resumed = train(tiny_config(tmp_path, output=str(moved / "b"), max_steps=8,
+                                train=[str(moved / "corpus.txt")]), resume=True, progress=False)
+    a, b = params(straight.model), params(resumed.model)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    # other text under the same name is refused, naming what differs
+    (moved / "corpus.txt").write_text("other text\n", encoding="utf-8")
+    with pytest.raises(ElmoError, match=r"\[E105\].*train_files"):
+        train(tiny_config(tmp_path, output=str(moved / "b"), max_steps=10,
+                          train=[str(moved / "corpus.txt")]), resume=True, progress=False)
