@@ -81,3 +81,18 @@ def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weig
     assert accuracy == chosen["dev"] and accuracy in (0.0, 50.0, 100.0)
     # a rerun reads the kept figures: the biLM is not loaded again
     assert curve.wic_dev(tmp_path / "gone", tmp_path / "wic", cache) == accuracy
+
+
+def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
+    demo = _load_convert("similarity_demo")
+    same_far = [np.array([1.0, 0.0]), np.array([0.6, 0.8]),  # money: cosine 0.6
+                np.array([0.0, 1.0]), np.array([0.0, 1.0])]  # river: 1.0
+    assert demo.separation(same_far) == (pytest.approx(0.6), pytest.approx(0.8))
+    apart = [np.array([1.0, 0.0]), np.array([1.0, 0.1]), np.array([0.0, 1.0]),
+             np.array([0.1, 1.0])]
+    same_min, other_max = demo.separation(apart)
+    assert same_min > other_max
+    demo.main(tiny_weights_dir)
+    out = capsys.readouterr().out
+    assert "every same-sense pair closer than every other-sense pair?" in out
+    assert out.count(": yes (") + out.count(": no (") == 4  # the mix and 3 layers
