@@ -38,6 +38,8 @@ RECIPES: Dict[str, Any] = {
                   "Adam with warmup"),
     "adam-3e-3": ({"optimizer": "adam", "lr": 3e-3, "warmup_steps": 200},
                   "Adam, a larger rate"),
+    "lazyadam-1e-3": ({"optimizer": "lazyadam", "lr": 1e-3, "warmup_steps": 200},
+                      "Adam whose softmax rows move only when sampled"),
     "adagrad-0.4": ({"lr": 0.4}, "Adagrad, twice the rate"),
     "neg-1024": ({"n_negatives": 1024}, "a quarter of the negatives: cheaper softmax"),
     "rows-128": ({"batch_size": 128}, "twice the rows per step"),
@@ -107,12 +109,13 @@ def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
         "tokens": train[-1]["tokens"], "minutes": train[-1]["elapsed_s"] / 60,
         "tokens_per_s": train[-1]["tokens"] / max(train[-1]["elapsed_s"], 1e-9),
         "tokens_per_cpu_s": train[-1]["tokens"] / max(train[-1]["cpu_s"], 1e-9),
-        "dev_ppl": dev[-1]["dev_ppl"], "load": json.loads(
+        "dev_ppl": dev[-1]["dev_ppl"], "dev_ppl_fwd": dev[-1]["dev_ppl_fwd"],
+        "dev_ppl_bwd": dev[-1]["dev_ppl_bwd"], "load": json.loads(
             (run / "load.json").read_text(encoding="utf-8"))["load"]
         if (run / "load.json").exists() else float("nan"),
         "curve": [(r.get("cpu_s", 0.0) / 60, r["dev_ppl"]) for r in dev]}
     if wic_dir is not None:
-        wic_json = run / "wic.json"
+        wic_json = run / f"wic_step{train[-1]['step']}.json"  # a longer budget: probe again
         if not wic_json.exists():
             subprocess.run([sys.executable, str(ROOT / "scripts" / "wic_probe.py"),
                             str(run / "model"), str(wic_dir), "--json", str(wic_json)],
@@ -155,14 +158,15 @@ def report(rows: List[Dict[str, Any]], args: argparse.Namespace, command: str) -
              "chosen on train. 'load after': the 1-minute load average when the run ended "
              "(2 cores; above 2 means other work shared them).", "",
              "| recipe | changes | steps | tokens | tokens per CPU-s | tokens/s (wall) | "
-             "dev perplexity | WiC dev | load after |",
+             "dev perplexity (forward / backward) | WiC dev | load after |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(rows, key=lambda r: r["dev_ppl"]):
         changes = json.dumps(RECIPES[r["recipe"]][0]) or "-"
         wic = f"{r['wic_dev']:.1f} (layer {r['wic_layer']})" if "wic_dev" in r else "-"
         lines.append(f"| {r['recipe']} | `{changes}` | {r['steps']:,} | {r['tokens']:,} | "
                      f"{r['tokens_per_cpu_s']:,.0f} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['dev_ppl']:.1f} | {wic} | "
+                     f"{r['dev_ppl']:.1f} ({r['dev_ppl_fwd']:.1f} / {r['dev_ppl_bwd']:.1f}) | "
+                     f"{wic} | "
                      f"{r['load']:.1f} |")
     lines += ["", "![dev perplexity against CPU minutes](pretrain_recipe.png)", ""]
     return "\n".join(lines)

@@ -44,7 +44,9 @@ def pretrain_cli(
         help="Draw sentences at random from a buffer of this many (default 10000; 0: in order)"),
     window: Optional[int] = typer.Option(None, "--window", help="Tokens per truncated-BPTT window"),
     n_negatives: Optional[int] = typer.Option(None, "--n-negatives", help="Sampled negatives"),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adagrad or adam"),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer",
+        help="adagrad, adam or lazyadam (Adam; softmax rows move only when sampled)"),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate"),
     lr_schedule: Optional[str] = typer.Option(
         None, "--lr-schedule", help="constant, linear, cosine or inverse_sqrt"),

@@ -29,7 +29,7 @@ FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split
                "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
                "init_weights", "shuffle_buffer")
 TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
-OPTIMIZERS = ("adagrad", "adam")
+OPTIMIZERS = ("adagrad", "adam", "lazyadam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 PRECISIONS = ("fp32", "bf16")
 LSTM_BACKWARDS = ("fused", "autograd")

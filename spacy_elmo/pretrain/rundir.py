@@ -23,7 +23,8 @@ RUN_DIRS = (MODEL_DIR, SNAPSHOT_DIR)
 # checkpoint leaves only vocab.txt, config.json or metrics, which a new start replaces.
 RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
 # The optimizer a checkpoint's state belongs to, by a setting only it has.
-OPTIMIZER_MARKS = {"adam": "betas", "adagrad": "lr_decay"}
+# the first mark found names the optimizer of a saved state (LazyAdam groups also have betas)
+OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_decay"}
 
 
 def check_output(out: Path, *, resume: bool, overwrite: bool) -> None:
