@@ -40,6 +40,8 @@ RECIPES: Dict[str, Any] = {
                   "Adam, a larger rate"),
     "lazyadam-1e-3": ({"optimizer": "lazyadam", "lr": 1e-3, "warmup_steps": 200},
                       "Adam whose softmax rows move only when sampled"),
+    "lazyadam-3e-3": ({"optimizer": "lazyadam", "lr": 3e-3, "warmup_steps": 200},
+                      "the same, a larger rate"),
     "adagrad-0.4": ({"lr": 0.4}, "Adagrad, twice the rate"),
     "neg-1024": ({"n_negatives": 1024}, "a quarter of the negatives: cheaper softmax"),
     "rows-128": ({"batch_size": 128}, "twice the rows per step"),

@@ -246,3 +246,7 @@ class Warnings(metaclass=Catalogue):
     W011 = ("Stopped by {signal} at step {step}; checkpoint saved. Continue with: spacy-elmo "
             "pretrain --output {output} --resume")
     W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]').")
+    W013 = ("optimizer 'adam' updates every softmax row at every step, also the rows the sampled "
+            "softmax did not touch, which then drift on their momentum: the full-softmax "
+            "(dev) perplexity can explode while the training loss falls. Use 'lazyadam' "
+            "(the same Adam, softmax rows moved only when sampled) or 'adagrad'.")

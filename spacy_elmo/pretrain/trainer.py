@@ -6,6 +6,7 @@ import json
 import math
 import signal
 import time
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -243,10 +244,7 @@ class Trainer:
                            None if exported is None else exported.vocab)
         model = BiLanguageModel(bilm, len(vocab))
         if config.init_weights is not None:
-            kept = init_softmax(model, vocab, exported)
-            if ctx.is_main and progress:
-                tqdm.write(f"--init-weights: {kept:,} of {len(vocab):,} softmax rows from "
-                           "the export, the others from the token encoder")
+            init_softmax(model, vocab, exported)
         torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
         return cls(config, ctx, model, vocab, Position(), progress=progress)
 
@@ -305,6 +303,8 @@ class Trainer:
         bilm.set_dropout(config.dropout)
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
         check_precision(ctx.device, config.precision)
+        if config.optimizer == "adam" and ctx.is_main:
+            warnings.warn(Warnings.W013, stacklevel=2)
         self.model = model.to(ctx.device).train()
         self.net: torch.nn.Module = self.model
         if ctx.distributed:

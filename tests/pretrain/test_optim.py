@@ -82,3 +82,17 @@ def test_pretraining_with_lazyadam_resumes_exactly_and_refuses_another_optimizer
     with pytest.raises(ElmoError, match=r"\[E105\].*optimizer.*'lazyadam'.*'adam'"):
         train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=8, optimizer="adam",
                           lr=0.01), resume=True, progress=False)
+
+
+def test_dense_adam_warns_that_unsampled_softmax_rows_drift(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(tiny_config(tmp_path, max_steps=1, optimizer="adam", lr=0.01), progress=False)
+    assert any(str(w.message).startswith("[W013] optimizer 'adam'") for w in caught)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=1,
+                          optimizer="lazyadam", lr=0.01), progress=False)
+    assert not any("W013" in str(w.message) for w in caught)
