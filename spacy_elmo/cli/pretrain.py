@@ -48,6 +48,9 @@ def pretrain_cli(
         None, "--optimizer",
         help="adagrad, adam or lazyadam (Adam; softmax rows move only when sampled)"),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate"),
+    state_reset: Optional[float] = typer.Option(
+        None, "--state-reset",
+        help="Probability that a row's carried LSTM state is zeroed before a window"),
     lr_schedule: Optional[str] = typer.Option(
         None, "--lr-schedule", help="constant, linear, cosine or inverse_sqrt"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this step"),
@@ -101,6 +104,7 @@ def pretrain_cli(
              "vocab_size": vocab_size, "batch_size": batch_size,
              "shuffle_buffer": shuffle_buffer, "window": window,
              "n_negatives": n_negatives, "optimizer": optimizer, "lr": lr,
+             "state_reset": state_reset,
              "lr_schedule": lr_schedule, "max_steps": max_steps, "max_minutes": max_minutes,
              "max_cpu_minutes": max_cpu_minutes,
              "eval_every": eval_every,

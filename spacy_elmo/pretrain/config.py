@@ -45,7 +45,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "dropout": number(0, 1, high_open=True), "optimizer": choice(OPTIMIZERS),
     "lr": number(0, low_open=True), "lr_schedule": choice(SCHEDULES),
     "warmup_steps": integer(0), "clip_norm": number(0, low_open=True),
-    "sum_over_steps": boolean(), "max_steps": integer(1),
+    "sum_over_steps": boolean(), "state_reset": number(0, 1), "max_steps": integer(1),
     "max_minutes": number(0, low_open=True, optional=True),
     "max_cpu_minutes": number(0, low_open=True, optional=True), "eval_every": integer(1),
     "dev_max_tokens": integer(1, optional=True), "log_every": integer(1),
@@ -88,6 +88,8 @@ class PretrainConfig:
     warmup_steps: int = 0
     clip_norm: float = 10.0
     sum_over_steps: bool = True
+    # probability that a row's carried LSTM state is zeroed before a window (see trainer)
+    state_reset: float = 0.0
     max_steps: int = 10_000
     max_minutes: Optional[float] = None
     max_cpu_minutes: Optional[float] = None

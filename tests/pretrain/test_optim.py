@@ -96,3 +96,30 @@ def test_dense_adam_warns_that_unsampled_softmax_rows_drift(tmp_path):
         train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=1,
                           optimizer="lazyadam", lr=0.01), progress=False)
     assert not any("W013" in str(w.message) for w in caught)
+
+
+def test_state_resets_zero_whole_rows_at_the_given_rate_and_resume_exactly(tmp_path):
+    from spacy_elmo.bilm.lstm import LSTMState
+    from spacy_elmo.pretrain.trainer import reset_rows
+
+    torch.manual_seed(0)
+    state = LSTMState(torch.ones(2, 2, 1000, 3), torch.ones(2, 2, 1000, 5))
+    reset = reset_rows(state, 0.25)
+    zeroed = reset.h[0, 0, :, 0] == 0
+    assert 0.2 < float(zeroed.float().mean()) < 0.3
+    for t in (reset.h, reset.c):  # a row is reset in every layer and both directions
+        assert torch.equal(t == 0, zeroed[None, None, :, None].expand_as(t))
+    assert torch.equal(reset_rows(state, 0.0).c, state.c)
+    settings = dict(max_steps=6, optimizer="lazyadam", lr=0.01, state_reset=0.5)
+    straight = train(tiny_config(tmp_path, output=str(tmp_path / "a"), **settings),
+                     progress=False)
+    train(tiny_config(tmp_path, output=str(tmp_path / "b"), **{**settings, "max_steps": 3}),
+          progress=False)
+    resumed = train(tiny_config(tmp_path, output=str(tmp_path / "b"), **settings),
+                    resume=True, progress=False)
+    for (name, a), b in zip(straight.model.state_dict().items(),
+                            resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    unreset = train(tiny_config(tmp_path, output=str(tmp_path / "c"),
+                                **{**settings, "state_reset": 0.0}), progress=False)
+    assert not torch.equal(unreset.model.softmax.weight, straight.model.softmax.weight)
