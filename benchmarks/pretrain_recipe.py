@@ -42,6 +42,9 @@ RECIPES: Dict[str, Any] = {
                       "Adam whose softmax rows move only when sampled"),
     "lazyadam-3e-3": ({"optimizer": "lazyadam", "lr": 3e-3, "warmup_steps": 200},
                       "the same, a larger rate"),
+    "lazyadam-1e-3-reset": ({"optimizer": "lazyadam", "lr": 1e-3, "warmup_steps": 200,
+                             "state_reset": 0.1},
+                            "lazy Adam, each row's state zeroed with probability 0.1 a window"),
     "adagrad-0.4": ({"lr": 0.4}, "Adagrad, twice the rate"),
     "neg-1024": ({"n_negatives": 1024}, "a quarter of the negatives: cheaper softmax"),
     "rows-128": ({"batch_size": 128}, "twice the rows per step"),
@@ -170,7 +173,8 @@ def report(rows: List[Dict[str, Any]], args: argparse.Namespace, command: str) -
                      f"{r['dev_ppl']:.1f} ({r['dev_ppl_fwd']:.1f} / {r['dev_ppl_bwd']:.1f}) | "
                      f"{wic} | "
                      f"{r['load']:.1f} |")
-    lines += ["", "![dev perplexity against CPU minutes](pretrain_recipe.png)", ""]
+    lines += ["", f"![dev perplexity against CPU minutes]({args.out.with_suffix('.png').name})",
+              ""]
     return "\n".join(lines)
 
 
