@@ -1,6 +1,7 @@
 """A pretraining run's progress as Markdown: what to commit while a long run goes on.
 
   python benchmarks/run_report.py RUN_DIR --out benchmarks/results/RUN.md [--command "..."]
+      [--compare spacy_elmo/data/elmo_en_small/README.md]
 
 Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrain` run
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
@@ -25,7 +26,17 @@ def read_metrics(run: Path) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def report(run: Path, command: Optional[str]) -> str:
+def card_curve(card: Path) -> Dict[int, float]:
+    """step -> mean dev perplexity from a bundled biLM's model card (its curve table)."""
+    curve = {}
+    for line in card.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].replace(",", "").isdigit():
+            curve[int(cells[0].replace(",", ""))] = float(cells[4])
+    return curve
+
+
+def report(run: Path, command: Optional[str], compare: Optional[Path] = None) -> str:
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     rows = read_metrics(run)
     train = [r for r in rows if r["type"] == "train"]
@@ -52,12 +63,16 @@ def report(run: Path, command: Optional[str]) -> str:
               f"steps ({last['cpu_s'] / 3600:.2f} CPU-hours), "
               f"{last['tokens'] / max(last['elapsed_s'], 1e-9):,.0f} tokens/s on average", ""]
     if dev:
-        lines += ["| step | tokens | dev ppl forward | backward | mean | hours | CPU-hours |",
-                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        other = card_curve(compare) if compare is not None else {}
+        extra = f" {compare.parent.name} at that step |" if compare is not None else ""
+        lines += ["| step | tokens | dev ppl forward | backward | mean | hours | CPU-hours |"
+                  + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
         for r in dev:
+            cell = f" {other[r['step']]:.1f} |" if r["step"] in other else " - |"
             lines.append(f"| {r['step']:,} | {r['tokens']:,} | {r['dev_ppl_fwd']:.1f} | "
                          f"{r['dev_ppl_bwd']:.1f} | **{r['dev_ppl']:.1f}** | "
-                         f"{r.get('elapsed_s', 0) / 3600:.2f} | {r.get('cpu_s', 0) / 3600:.2f} |")
+                         f"{r.get('elapsed_s', 0) / 3600:.2f} | {r.get('cpu_s', 0) / 3600:.2f} |"
+                         + (cell if extra else ""))
         lines.append("")
     snapshots = sorted((run / "snapshots").glob("step_*")) if (run / "snapshots").exists() else []
     if snapshots:
@@ -66,9 +81,12 @@ def report(run: Path, command: Optional[str]) -> str:
 
 
 def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write"),
-         command: Optional[str] = typer.Option(None, help="the command that runs it")) -> None:
+         command: Optional[str] = typer.Option(None, help="the command that runs it"),
+         compare: Optional[Path] = typer.Option(
+             None, help="a bundled biLM's model card: its dev perplexity at the same steps"),
+         ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(run, command), encoding="utf-8")
+    out.write_text(report(run, command, compare), encoding="utf-8")
     typer.echo(out)
 
 

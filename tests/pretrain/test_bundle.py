@@ -44,3 +44,24 @@ def test_bundle_refuses_an_unknown_language(tmp_path, bundle):
 
     with pytest.raises(typer.BadParameter, match="en or zh|\\['en', 'zh'\\]"):
         bundle.main(tmp_path, lang="fr", snapshot=None, output=None, wic=None, perplexity=[])
+
+
+def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_path, bundle):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_report",
+                                                  ROOT / "benchmarks" / "run_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    train(tiny_config(tmp_path, max_steps=4, eval_every=2), progress=False)
+    bundle.main(tmp_path / "run", lang="en", snapshot=None, output=tmp_path / "card",
+                wic=None, perplexity=[])
+    curve = report.card_curve(tmp_path / "card" / "README.md")
+    dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()
+           if '"dev"' in line]
+    assert curve == {r["step"]: pytest.approx(round(r["dev_ppl"], 1)) for r in dev}
+    text = report.report(tmp_path / "run", "spacy-elmo pretrain ...", tmp_path / "card" /
+                         "README.md")
+    assert "step 4 of 4" in text and "spacy-elmo pretrain --output" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert row.endswith(f"| {dev[0]['dev_ppl']:.1f} |")
