@@ -105,8 +105,9 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
 
 
 def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
-    records = [json.loads(line) for line in
-               (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    from spacy_elmo.pretrain.plot import read_metrics
+
+    records = read_metrics(run / "metrics.jsonl")
     train = [r for r in records if r["type"] == "train"]
     dev = [r for r in records if r["type"] == "dev"]
     row: Dict[str, Any] = {

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import datetime
 import json
-import platform
+import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, Optional
 
 import typer
 
+from spacy_elmo.pretrain.plot import read_metrics
 
-def read_metrics(run: Path) -> List[Dict[str, Any]]:
-    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_embed import cpu_model  # noqa: E402
 
 
 def card_curve(card: Path) -> Dict[int, float]:
@@ -38,7 +38,7 @@ def card_curve(card: Path) -> Dict[int, float]:
 
 def report(run: Path, command: Optional[str], compare: Optional[Path] = None) -> str:
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    rows = read_metrics(run)
+    rows = read_metrics(run / "metrics.jsonl")
     train = [r for r in rows if r["type"] == "train"]
     dev = [r for r in rows if r["type"] == "dev"]
     last = train[-1] if train else {"step": 0, "tokens": 0, "elapsed_s": 0.0, "cpu_s": 0.0}
@@ -46,8 +46,7 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None) ->
             "window", "n_negatives", "dropout", "shuffle_buffer", "threads", "vocab_size")
     lines = [f"# Pretraining run `{run}`", "",
              f"Report of {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
-             f"(`python benchmarks/run_report.py {run}`), on {platform.processor() or 'CPU'} "
-             f"({platform.machine()}).", ""]
+             f"(`python benchmarks/run_report.py {run}`), on {cpu_model()}.", ""]
     if command:
         lines += ["Command:", "", "```bash", command, "```", ""]
     lines += ["Continue it (from its last checkpoint, bit for bit): "

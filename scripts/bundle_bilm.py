@@ -30,6 +30,7 @@ from spacy_elmo.pretrain.checkpoint import export, load_checkpoint, model_from_c
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
+from spacy_elmo.pretrain.plot import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -55,11 +56,6 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
                    "license, CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/)",
     },
 }
-
-
-def read_rows(run: Path) -> List[Dict[str, Any]]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-            if line.strip()]
 
 
 def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
@@ -103,12 +99,11 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
     about = LANGUAGES[lang]
     output = output or ROOT / "spacy_elmo" / "data" / f"elmo_{lang}_small"
-    rows = read_rows(run)
+    rows = read_metrics(run / "metrics.jsonl")
     output.mkdir(parents=True, exist_ok=True)
     last, last_dev = take_model(run, snapshot, rows, output)
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
     bilm = load_bilm(output)
-    config_data = json.loads((run / "config.json").read_text())
     config = PretrainConfig.from_file(run / "config.json")
     n_params = sum(p.numel() for p in bilm.parameters())
     o = bilm.options
@@ -169,7 +164,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
 
 The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
 Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
-`{config_data.get('output')}`'s settings, then `scripts/bundle_bilm.py`).
+`{config.output}`'s settings, then `scripts/bundle_bilm.py`).
 
 | | |
 |---|---|

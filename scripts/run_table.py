@@ -101,8 +101,9 @@ class Cell:
     task: str
     row: str
     seed: int
+    corpus: Path  # corpus/<dataset>: train, dev and test .spacy files
     command: List[str]
-    needs: List[Path]  # inputs that must exist (corpus, vectors, weights)
+    needs: List[Path]  # inputs that must exist (config, corpus, vectors, weights)
 
     @property
     def run(self) -> str:
@@ -133,7 +134,7 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
                     command += [f"--{key.format(kind=task.kind)}", value]
                 needs = [config, corpus / "train.spacy", corpus / "dev.spacy"]
                 needs += [Path(v) for k, v in paths.items() if v != "null"]
-                cells.append(Cell(name, row_name, seed, command, needs))
+                cells.append(Cell(name, row_name, seed, corpus, command, needs))
     return cells
 
 
@@ -161,7 +162,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int) -> Dict:
     subprocess.run(cell.command, check=True)
     minutes = (time.time() - start) / 60
     run_dir = training / cell.run
-    scores = evaluate_run(run_dir, cell.needs[1].parent, metrics, gpu_id)
+    scores = evaluate_run(run_dir, cell.corpus, metrics, gpu_id)
     record = {"command": "python " + " ".join(cell.command[1:]),
               "train_minutes": round(minutes, 1),
               **scores}

@@ -154,10 +154,11 @@ class Softmax(NamedTuple):
     bias: np.ndarray
 
 
-def read_softmax(directory: Path, dim: int) -> Optional[Softmax]:
-    """The softmax.hdf5 and vocab.txt of an export directory, shapes checked against the
-    biLM's projection_dim; None when it has neither (a published biLM). One without the
-    other is an error."""
+def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
+    """The softmax.hdf5 and vocab.txt beside an export's weights (its directory or weights
+    file), shapes checked against the biLM's projection_dim; None when it has neither (a
+    published biLM). One without the other is an error."""
+    directory = weights if weights.is_dir() else weights.parent
     missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
     if len(missing) == 2:
         return None

@@ -47,18 +47,17 @@ def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
     """The language model of an export (`model`: its directory or weights file, as
     `bilm.sources.locate` takes them): biLM, and softmax.hdf5 and vocab.txt beside it."""
     files = locate(model)
-    directory = files.weights if files.weights.is_dir() else files.weights.parent
     bilm = load_files(files)
-    softmax = read_softmax(directory, bilm.options.projection_dim)
+    softmax = read_softmax(files.weights, bilm.options.projection_dim)
     if softmax is None:
+        directory = files.weights if files.weights.is_dir() else files.weights.parent
         raise ElmoError(Errors.E115.format(path=directory,
                                            missing=f"{SOFTMAX_NAME} or {VOCAB_NAME}"))
     lm = BiLanguageModel(bilm, len(softmax.vocab))
     with torch.no_grad():
         lm.softmax.weight.copy_(torch.from_numpy(softmax.weight))
         lm.softmax.bias.copy_(torch.from_numpy(softmax.bias))
-    vocab = softmax.vocab
-    return lm.eval(), vocab
+    return lm.eval(), softmax.vocab
 
 
 def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,

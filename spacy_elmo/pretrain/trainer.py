@@ -122,13 +122,13 @@ def init_softmax_from_encoder(model: BiLanguageModel, vocab: Vocab) -> None:
         model.softmax.bias.zero_()
 
 
-def init_softmax(model: BiLanguageModel, vocab: Vocab, exported: Optional[Softmax]) -> int:
+def init_softmax(model: BiLanguageModel, vocab: Vocab, exported: Optional[Softmax]) -> None:
     """The softmax of an --init-weights model: the export's own rows for every word of
     `vocab` it has (all of them when `vocab` is the export's), the token encoder's vectors
-    for the rest (all of them for a published biLM). Returns how many rows were kept."""
+    for the rest (all of them for a published biLM)."""
     init_softmax_from_encoder(model, vocab)
     if exported is None:
-        return 0
+        return
     index = {word: i for i, word in enumerate(exported.vocab.words)}
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
@@ -137,7 +137,6 @@ def init_softmax(model: BiLanguageModel, vocab: Vocab, exported: Optional[Softma
         with torch.no_grad():
             weight[mine] = torch.from_numpy(exported.weight).to(weight)[theirs]
             model.softmax.bias[mine] = torch.from_numpy(exported.bias).to(weight)[theirs]
-    return len(pairs)
 
 
 def exported_softmax(config: PretrainConfig, bilm: BiLM) -> Optional[Softmax]:
@@ -145,9 +144,8 @@ def exported_softmax(config: PretrainConfig, bilm: BiLM) -> Optional[Softmax]:
     this project (a published biLM has none)."""
     if config.init_weights is None:
         return None
-    files = locate(config.init_weights, config.init_options)
-    directory = files.weights if files.weights.is_dir() else files.weights.parent
-    return read_softmax(directory, bilm.options.projection_dim)
+    files = locate(config.init_weights, config.init_options)  # found again: a cache hit
+    return read_softmax(files.weights, bilm.options.projection_dim)
 
 
 def reset_rows(state: LSTMState, probability: float) -> LSTMState:
@@ -189,7 +187,7 @@ def make_optimizer(config: PretrainConfig, model: BiLanguageModel) -> torch.opti
     params = list(model.parameters())
     if config.optimizer == "lazyadam":
         softmax = list(model.softmax.parameters())
-        dense = [p for p in params if all(p is not q for q in softmax)]
+        dense = [p for p in params if not any(p is q for q in softmax)]
         return LazyAdam(dense, softmax, lr=config.lr)
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.lr, fused=True)
