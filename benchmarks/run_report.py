@@ -6,8 +6,10 @@
 Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrain` run
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
 backward / mean full-softmax perplexity, training hours and CPU hours so far), the
-throughput, the snapshots on disk, and how to continue the run. The run directory itself
-(checkpoint, snapshots) is too large for git; this page is the record that survives it.
+throughput, the snapshots on disk, and how to continue the run. With --wic, each snapshot's
+WiC dev accuracy (`scripts/wic_probe.py`, kept as `wic.json` in the snapshot so that it is
+computed once; snapshots that already have one are listed without --wic). The run directory
+itself (checkpoint, snapshots) is too large for git; this page is the record that survives it.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import datetime
 import json
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import typer
 
 from spacy_elmo.pretrain.plot import read_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from bench_embed import cpu_model  # noqa: E402
+from wic_probe import cached_probe, chosen  # noqa: E402
 
 
 def card_curve(card: Path) -> Dict[int, float]:
@@ -36,7 +40,49 @@ def card_curve(card: Path) -> Dict[int, float]:
     return curve
 
 
-def report(run: Path, command: Optional[str], compare: Optional[Path] = None) -> str:
+def wic_row(name: str, tokens: str, ppl: str, rows: List[Dict[str, object]]) -> str:
+    pick, best = chosen(rows), max(rows, key=lambda r: float(r["dev"]))  # type: ignore[arg-type]
+    return (f"| {name} | {tokens} | {ppl} | {pick['dev']:.1f} (layer {pick['layer']}) | "
+            f"{best['dev']:.1f} (layer {best['layer']}) |")
+
+
+def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
+              compare: Optional[Path]) -> List[str]:
+    """One row per snapshot with a WiC result: its dev perplexity (dev.json) and the probe's
+    dev accuracy, of the layer chosen on train and of the best layer on dev; with `compare`
+    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>.json."""
+    lines = []
+    if compare is not None:
+        cache = run / f"wic_{compare.parent.name}.json"
+        if wic is not None or cache.exists():
+            rows = cached_probe(compare.parent, wic, cache) if wic is not None else json.loads(
+                cache.read_text(encoding="utf-8"))
+            curve = card_curve(compare)
+            ppl = f"{curve[max(curve)]:.1f}" if curve else "-"
+            lines.append(wic_row(f"{compare.parent.name} (compared)", "-", ppl, rows))
+    for snap in snapshots:
+        cache = snap / "wic.json"
+        if not cache.exists() and wic is None:
+            continue
+        if not cache.exists():
+            typer.echo(f"WiC probe of {snap} ...")
+        rows = cached_probe(snap, wic, cache) if wic is not None else json.loads(
+            cache.read_text(encoding="utf-8"))
+        dev = json.loads((snap / "dev.json").read_text()) if (snap / "dev.json").exists() else {}
+        tokens = f"{dev['tokens'] / 1e6:.1f}M" if "tokens" in dev else "-"
+        ppl = f"{dev['dev_ppl']:.1f}" if "dev_ppl" in dev else "-"
+        lines.append(wic_row(snap.name, tokens, ppl, rows))
+    if not lines:
+        return []
+    return ["## WiC of the snapshots", "",
+            "`python scripts/wic_probe.py SNAPSHOT WIC_DIR` (cosine threshold fitted on WiC "
+            "train; chance 50, published ELMo 57.7 on test):", "",
+            "| snapshot | tokens | dev perplexity | WiC dev (layer chosen on train) | "
+            "best layer on dev |", "|---|---:|---:|---:|---:|", *lines, ""]
+
+
+def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
+           wic: Optional[Path] = None) -> str:
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     rows = read_metrics(run / "metrics.jsonl")
     train = [r for r in rows if r["type"] == "train"]
@@ -76,6 +122,7 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None) ->
     snapshots = sorted((run / "snapshots").glob("step_*")) if (run / "snapshots").exists() else []
     if snapshots:
         lines += ["Snapshots on disk: " + ", ".join(p.name for p in snapshots), ""]
+        lines += wic_table(run, snapshots, wic, compare)
     return "\n".join(lines)
 
 
@@ -83,9 +130,11 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
          command: Optional[str] = typer.Option(None, help="the command that runs it"),
          compare: Optional[Path] = typer.Option(
              None, help="a bundled biLM's model card: its dev perplexity at the same steps"),
+         wic: Optional[Path] = typer.Option(
+             None, help="WiC directory: probe the snapshots that have no wic.json yet"),
          ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(run, command, compare), encoding="utf-8")
+    out.write_text(report(run, command, compare, wic), encoding="utf-8")
     typer.echo(out)
 
 

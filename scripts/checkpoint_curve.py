@@ -52,14 +52,9 @@ def _expand(specs: List[str]) -> List[str]:
 def wic_dev(bilm_dir: Path, wic: Path, cache: Path) -> float:
     """WiC dev accuracy of the layer chosen on train (scripts/wic_probe.py), kept in
     `cache` so that a rerun does not embed WiC again."""
-    if not cache.exists():
-        from wic_probe import probe  # scripts/wic_probe.py
+    from wic_probe import cached_probe, chosen  # scripts/wic_probe.py
 
-        from spacy_elmo.bilm import load_bilm
-
-        cache.write_text(json.dumps(probe(load_bilm(bilm_dir), wic), indent=2) + "\n")
-    rows = json.loads(cache.read_text())
-    return float(max(rows, key=lambda r: r["train"])["dev"])
+    return float(chosen(cached_probe(bilm_dir, wic, cache))["dev"])  # type: ignore[arg-type]
 
 
 def main(config: Path, corpus: Path, output: Path, bilms: List[str],

@@ -107,13 +107,31 @@ def probe(bilm, wic_dir: Path, batch_size: int = 64) -> List[Dict[str, object]]:
     return rows
 
 
+def chosen(rows: List[Dict[str, object]]) -> Dict[str, object]:
+    """The row of the layer (or the mean) with the best train accuracy: the probe's answer."""
+    return max(rows, key=lambda r: float(r["train"]))  # type: ignore[arg-type]
+
+
+def cached_probe(weights: Path, wic_dir: Path, cache: Path) -> List[Dict[str, object]]:
+    """`probe` of the biLM at `weights`, kept as JSON in `cache` (written atomically) so that
+    a rerun does not embed WiC again."""
+    if not cache.exists():
+        from spacy_elmo.bilm import load_bilm
+
+        rows = probe(load_bilm(weights), wic_dir)
+        partial = cache.with_name(cache.name + ".partial")
+        partial.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        partial.replace(cache)
+    return json.loads(cache.read_text(encoding="utf-8"))
+
+
 def report(rows: List[Dict[str, object]], weights: Path, seconds: float) -> str:
     lines = [f"WiC probe of `{weights}` ({seconds:.0f} s): cosine threshold fitted on train",
              "", "| layer | threshold | train acc | dev acc |", "|---|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['layer']} | {r['threshold']:.3f} | {r['train']:.1f} | "
                      f"{r['dev']:.1f} |")
-    best = max(rows, key=lambda r: float(r["train"]))  # type: ignore[arg-type]
+    best = chosen(rows)
     lines += ["", f"Layer chosen on train: {best['layer']}, dev accuracy {best['dev']:.1f} "
               "(chance 50.0; published ELMo 57.7 on test)."]
     return "\n".join(lines) + "\n"

@@ -65,3 +65,37 @@ def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_p
     assert "step 4 of 4" in text and "spacy-elmo pretrain --output" in text
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert row.endswith(f"| {dev[0]['dev_ppl']:.1f} |")
+
+
+def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bundle):
+    import importlib.util
+
+    from ..test_wic_probe import ROWS, write_wic
+
+    spec = importlib.util.spec_from_file_location("run_report",
+                                                  ROOT / "benchmarks" / "run_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    train(tiny_config(tmp_path, max_steps=4, eval_every=2, snapshot_every=2), progress=False)
+    write_wic(tmp_path / "wic", "train", ROWS)
+    write_wic(tmp_path / "wic", "dev", ROWS[:2])
+    snapshots = sorted((tmp_path / "run" / "snapshots").iterdir())
+    assert [s.name for s in snapshots] == ["step_0000002", "step_0000004"]
+    assert "WiC" not in report.report(tmp_path / "run", None)  # nothing probed yet
+    text = report.report(tmp_path / "run", None, wic=tmp_path / "wic")
+    for snap in snapshots:
+        rows = json.loads((snap / "wic.json").read_text())
+        chosen = max(rows, key=lambda r: r["train"])
+        dev = json.loads((snap / "dev.json").read_text())
+        line = next(x for x in text.splitlines() if x.startswith(f"| {snap.name} |"))
+        assert f"| {dev['dev_ppl']:.1f} | {chosen['dev']:.1f} (layer {chosen['layer']}) |" in line
+    # kept: a report without the WiC directory lists the same rows without probing again
+    assert report.report(tmp_path / "run", None).count("| step_000000") == 2
+    # a compared bundled biLM gets its own row, probed once into the run directory
+    bundle.main(tmp_path / "run", lang="en", snapshot=None, output=tmp_path / "card",
+                wic=None, perplexity=[])
+    card = tmp_path / "card" / "README.md"
+    text = report.report(tmp_path / "run", None, card, wic=tmp_path / "wic")
+    rows = json.loads((tmp_path / "run" / "wic_card.json").read_text())
+    line = next(x for x in text.splitlines() if x.startswith("| card (compared) |"))
+    assert f"{max(rows, key=lambda r: r['train'])['dev']:.1f} (layer" in line
