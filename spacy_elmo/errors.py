@@ -7,7 +7,6 @@ does: `Errors.E001` is "[E001] No such file: ...". Codes are grouped in sections
 from __future__ import annotations
 
 import re
-from typing import Dict, Type
 
 CODE = re.compile(r"[EW]\d{3}")
 
@@ -25,12 +24,6 @@ class Catalogue(type):
         if CODE.fullmatch(name) and isinstance(value, str):
             return f"[{name}] {value}"
         return value
-
-
-def codes(catalogue: Type) -> Dict[str, str]:
-    """Every code of `Errors` or `Warnings` with its message (code in front), in the order
-    of the catalogue."""
-    return {name: getattr(catalogue, name) for name in vars(catalogue) if CODE.fullmatch(name)}
 
 
 class Errors(metaclass=Catalogue):

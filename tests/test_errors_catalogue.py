@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.errors import ElmoError, Errors, Warnings, codes
+from spacy_elmo.errors import CODE, ElmoError, Errors, Warnings
+
+
+def codes(catalogue):
+    """Every code of `Errors` or `Warnings` with its message (code in front), in the order
+    of the catalogue."""
+    return {name: getattr(catalogue, name) for name in vars(catalogue) if CODE.fullmatch(name)}
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spacy_elmo"
 # Calls that show a message to a user: exceptions of the catalogue, the CLI's stderr
