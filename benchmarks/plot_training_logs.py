@@ -53,7 +53,7 @@ def main(output: Path, logs: List[Path]) -> None:
     cols = min(len(tasks), 4)
     rows = math.ceil(len(tasks) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
-    for ax, (task, runs) in zip(axes.flat, sorted(tasks.items())):
+    for ax, (task, runs) in zip(axes.flat, sorted(tasks.items()), strict=False):
         for model, points in sorted(runs):
             ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3, label=model,
                     color=COLORS.get(model))

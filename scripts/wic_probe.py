@@ -65,7 +65,8 @@ def target_vectors(bilm, pairs: Sequence[WicPair], batch_size: int) -> np.ndarra
     embedder = Embedder(bilm, batch_size=batch_size, layers="all")
     sentences = [p.tokens[k] for p in pairs for k in (0, 1)]
     targets = [p.index[k] for p in pairs for k in (0, 1)]
-    out = np.stack([layers[:, i] for i, layers in zip(targets, embedder.embed(sentences))])
+    embedded = embedder.embed(sentences)
+    out = np.stack([layers[:, i] for i, layers in zip(targets, embedded, strict=True)])
     return out.reshape(len(pairs), 2, *out.shape[1:])
 
 

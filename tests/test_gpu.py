@@ -63,7 +63,7 @@ def test_fused_lstm_backward_on_gpu_matches_autograd():
         outputs, _ = bilm.lstm(xx[0], xx[1], lengths)
         sum((o * (k + 1)).sum() for k, o in enumerate(outputs)).backward()
         grads.append([xx.grad] + [p.grad.clone() for p in bilm.lstm.parameters()])
-    for a, b in zip(*grads):
+    for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5 * float(a.abs().max()))
 
 

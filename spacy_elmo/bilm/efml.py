@@ -322,7 +322,7 @@ def load_state(bilm: BiLM, token_embedder: Dict[str, torch.Tensor],
         if enc.word_embedding is not None:
             enc.word_embedding.weight[1:].copy_(
                 token_embedder["word_emb_layer.embedding.weight"])
-        for j, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
+        for j, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases, strict=True)):
             weight.copy_(token_embedder[f"convolutions.{j}.weight"])
             bias.copy_(token_embedder[f"convolutions.{j}.bias"])
         for k, hw in enumerate(cast(List[nn.Linear], list(enc.highways))):

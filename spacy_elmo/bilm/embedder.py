@@ -91,7 +91,7 @@ class Embedder:
                   for p in split(i, tokens, np.arange(len(tokens)), self.window, self.context)]
         outputs: List[Optional[np.ndarray]] = [None] * len(chunk)
         for batch in batches(pieces, self.batch_size, self.max_batch_tokens):
-            for piece, array in zip(batch, self._run([p.words for p in batch])):
+            for piece, array in zip(batch, self._run([p.words for p in batch]), strict=True):
                 kept = array[..., piece.start : piece.end, :]
                 n = len(chunk[piece.source])
                 if len(piece.targets) == n:  # the whole sentence in one piece

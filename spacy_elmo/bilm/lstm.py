@@ -137,7 +137,7 @@ def _step_groups(x: torch.Tensor, sizes: List[int], max_rows: int
     """Runs of consecutive packed steps of x (2, sum(sizes), in), each of about `max_rows`
     rows (at least one step), with their step sizes."""
     groups = step_groups(sizes, max_rows)
-    return zip(x.split([sum(g) for g in groups], dim=1), groups)
+    return zip(x.split([sum(g) for g in groups], dim=1), groups, strict=True)
 
 
 def _valid_steps(batch_sizes: List[int], rows: int, device: torch.device) -> torch.Tensor:

@@ -76,7 +76,7 @@ class WordCache:
         self.hits += len(keys) - len(missing)
         if missing:
             fresh = encoder(unique[missing])
-            for i, vec in zip(missing, fresh):
+            for i, vec in zip(missing, fresh, strict=True):
                 # a copy: a row view would keep (and pickle) the whole batch's storage
                 self._entries[keys[i]] = vec.clone()
         else:

@@ -115,7 +115,7 @@ def load_into(bilm: BiLM, arrays: Dict[str, np.ndarray]) -> None:
     with torch.no_grad():
         enc.char_embedding.weight.zero_()
         enc.char_embedding.weight[1:].copy_(t(arrays["char_embed"]))
-        for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
+        for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases, strict=True)):
             weight.copy_(t(arrays[f"CNN/W_cnn_{i}"][0].transpose(2, 1, 0)))  # (n, dim, width)
             bias.copy_(t(arrays[f"CNN/b_cnn_{i}"]))
         F = o.n_filters
@@ -148,7 +148,7 @@ def to_arrays(bilm: BiLM) -> Dict[str, np.ndarray]:
     if bilm.dictionary is not None:
         raise ElmoError(Errors.E041)
     arrays: Dict[str, np.ndarray] = {"char_embed": a(enc.char_embedding.weight[1:])}
-    for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases)):
+    for i, (weight, bias) in enumerate(zip(enc.conv_weights, enc.conv_biases, strict=True)):
         arrays[f"CNN/W_cnn_{i}"] = np.ascontiguousarray(a(weight).transpose(2, 1, 0)[None])
         arrays[f"CNN/b_cnn_{i}"] = a(bias)
     F = o.n_filters

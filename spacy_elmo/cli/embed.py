@@ -91,7 +91,7 @@ def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
                         window=window, word_cache=word_cache)
     for_model, for_index = itertools.tee(lines)
     arrays = embedder.embed(line.split() for line in for_model)
-    items = zip(for_index, arrays)
+    items = zip(for_index, arrays, strict=True)
     if progress:
         items = tqdm(items, total=count_lines(input_path), unit="line", file=sys.stderr)
     return write_embeddings(output_path, items)

@@ -167,7 +167,7 @@ class ElmoComponent(TrainablePipe):
 
     def set_annotations(self, docs: Sequence[Doc], outputs: List[Floats3d]) -> None:
         keep_layers = self.cfg["store_layers"] or bool(self.listener_map)
-        for doc, layers in zip(docs, outputs):
+        for doc, layers in zip(docs, outputs, strict=True):
             array = self.model.ops.to_numpy(layers).astype("float32", copy=False)
             doc._.elmo = self.fixed_mix(array)
             doc._.elmo_layers = array if keep_layers else None

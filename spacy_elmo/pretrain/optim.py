@@ -36,7 +36,7 @@ class LazyAdam(torch.optim.Adam):
         for _, p in lazy:
             p.grad = None  # the fused step skips them
         loss = super().step(closure)
-        for (group, p), grad in zip(lazy, grads):
+        for (group, p), grad in zip(lazy, grads, strict=True):
             p.grad = grad
             self._lazy_step(group, p, grad)
         return loss

@@ -132,7 +132,7 @@ def init_softmax(model: BiLanguageModel, vocab: Vocab, exported: Optional[Softma
     index = {word: i for i, word in enumerate(exported.vocab.words)}
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
-        mine, theirs = (torch.tensor(ids) for ids in zip(*pairs))
+        mine, theirs = (torch.tensor(ids) for ids in zip(*pairs, strict=True))
         weight = model.softmax.weight
         with torch.no_grad():
             weight[mine] = torch.from_numpy(exported.weight).to(weight)[theirs]

@@ -27,9 +27,9 @@ def reference(name):
 
 def max_diff(got, expected):
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         assert g.shape == e.shape
-    return max(float(np.abs(g - e).max()) for g, e in zip(got, expected))
+    return max(float(np.abs(g - e).max()) for g, e in zip(got, expected, strict=True))
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def test_deterministic_mode_keeps_input_order_and_ignores_batching(tiny_bilm):
     alone = [next(Embedder(tiny_bilm, batch_size=1).embed([s])) for s in sentences]
     batched = list(Embedder(tiny_bilm, batch_size=4, chunk_tokens=20).embed(sentences))
     assert len(batched) == len(sentences)
-    for a, b in zip(alone, batched):
+    for a, b in zip(alone, batched, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 
@@ -111,7 +111,7 @@ def test_word_cache_is_on_by_default_and_exact():
     cached = list(embedder.embed(sentences))
     cache = embedder.bilm.word_cache
     assert cache is not None and cache.hits > 0
-    for a, b in zip(plain, cached):
+    for a, b in zip(plain, cached, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 

@@ -69,7 +69,8 @@ def reference_forward(bilm: BiLM, tokens):
 
     fwd = run_direction(x, 0)
     bwd = [b.flip(0) for b in run_direction(x.flip(0), 1)]
-    layers = [torch.cat([x, x], -1)] + [torch.cat([f, b], -1) for f, b in zip(fwd, bwd)]
+    layers = [torch.cat([x, x], -1)]
+    layers += [torch.cat([f, b], -1) for f, b in zip(fwd, bwd, strict=True)]
     return torch.stack(layers)[:, 1:-1]
 
 
@@ -118,7 +119,7 @@ def test_weights_roundtrip_is_identical(tmp_path, tiny_bilm):
     save_bilm(tiny_bilm, tmp_path / "a")
     loaded = load_bilm(tmp_path / "a")
     for (name, p), (_, q) in zip(tiny_bilm.state_dict().items(),
-                                 loaded.state_dict().items()):
+                                 loaded.state_dict().items(), strict=True):
         assert torch.equal(p, q), name
     save_bilm(loaded, tmp_path / "b")
     import h5py

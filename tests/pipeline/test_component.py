@@ -139,10 +139,10 @@ def test_pipe_batches_and_n_process(nlp_elmo):
     texts = [TEXT, "Short one.", "", "Another sentence here ."]
     single = [nlp_elmo(t)._.elmo for t in texts]
     piped = [d._.elmo for d in nlp_elmo.pipe(texts, batch_size=2)]
-    for a, b in zip(single, piped):
+    for a, b in zip(single, piped, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
     multi = [d._.elmo for d in nlp_elmo.pipe(texts, n_process=2, batch_size=2)]
-    for a, b in zip(single, multi):
+    for a, b in zip(single, multi, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 

@@ -33,7 +33,7 @@ def test_component_gives_efml_vectors_and_saves_without_the_model(efml_copy, tmp
     nlp.add_pipe("elmo", config={"weights": str(efml_copy), "store_layers": True})
     with pytest.warns(UserWarning, match="budget of 8 characters"):  # Internationalization
         docs = list(nlp.pipe([Doc(nlp.vocab, words=s) for s in sentences], batch_size=5))
-    for doc, words, layers in zip(docs, sentences, expected):
+    for doc, words, layers in zip(docs, sentences, expected, strict=True):
         spaces = [i for i, w in enumerate(words) if w.isspace()]
         if spaces:  # spaCy's whitespace tokens stay out of the biLM, as for any model
             assert not doc._.elmo_layers[:, spaces].any()

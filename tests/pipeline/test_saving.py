@@ -56,7 +56,7 @@ def test_a_used_pipeline_pickles_at_the_size_of_its_weights(weights_dir):
     growth = len(pickle.dumps(nlp)) - fresh_pickle
     assert growth < 3 * (len(nlp.to_bytes()) - fresh_bytes) + 4096, growth
     restored = pickle.loads(pickle.dumps(nlp))
-    for text, vectors in zip(texts, expected):
+    for text, vectors in zip(texts, expected, strict=True):
         np.testing.assert_allclose(restored(text)._.elmo, vectors, atol=1e-6)
 
 

@@ -27,7 +27,7 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=out, wic=None,
                 perplexity=[f"held-out text={tmp_path / 'corpus.txt'}"])
     bilm = load_bilm(out)
-    for (name, a), b in zip(bilm.named_parameters(), result.model.bilm.parameters()):
+    for (name, a), b in zip(bilm.named_parameters(), result.model.bilm.parameters(), strict=True):
         assert a.detach().equal(b.detach()), name
     card = (out / "README.md").read_text(encoding="utf-8")
     dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()

@@ -60,9 +60,9 @@ def test_fused_backward_matches_autograd(clip, lengths):
     lengths_t = torch.tensor(lengths)
     ref_out, ref_grads = run_lstm(bilm, x, lengths_t, state, fused=False)
     out, grads = run_lstm(bilm, x, lengths_t, state, fused=True)
-    for a, b in zip(ref_out, out):
+    for a, b in zip(ref_out, out, strict=True):
         assert torch.equal(a, b)  # the same forward, op for op
-    for a, b in zip(ref_grads, grads):
+    for a, b in zip(ref_grads, grads, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
     if clip:  # the clips were really hit, so their gradient masks were exercised
         with torch.no_grad():

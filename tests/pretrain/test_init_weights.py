@@ -18,7 +18,8 @@ def test_init_weights_loads_the_bilm_and_seeds_the_softmax(tmp_path, tiny_weight
     config = tiny_config(tmp_path, init_weights=str(tiny_weights_dir), options={})
     trainer = Trainer.start(config, ddp.setup("cpu"), overwrite=False, progress=False)
     published = load_bilm(tiny_weights_dir)
-    for (name, a), b in zip(trainer.model.bilm.named_parameters(), published.parameters()):
+    pairs = zip(trainer.model.bilm.named_parameters(), published.parameters(), strict=True)
+    for (name, a), b in pairs:
         assert torch.equal(a, b), name
     vocab = trainer.vocab
     ids = batch_to_ids([[vocab.words[5], vocab.words[6]]])[0]

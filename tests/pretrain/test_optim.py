@@ -34,11 +34,11 @@ def test_lazy_adam_is_adam_when_every_row_has_a_gradient():
     adam = torch.optim.Adam(adam_params, lr=0.01)
     for step in range(5):
         for params in (lazy_params, adam_params):
-            for p, g in zip(params, _grads(step, [0, 1, 2, 3, 4, 5])):
+            for p, g in zip(params, _grads(step, [0, 1, 2, 3, 4, 5]), strict=True):
                 p.grad = g.clone()
         lazy.step()
         adam.step()
-    for a, b in zip(lazy_params, adam_params):
+    for a, b in zip(lazy_params, adam_params, strict=True):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
@@ -51,13 +51,13 @@ def test_rows_without_a_gradient_do_not_move_though_dense_adam_moves_them():
     for step in range(6):
         touched = [0, 1, 2, 3, 4, 5] if step == 0 else [0, 1]  # rows 2-5: one gradient only
         for params in (lazy_params, adam_params):
-            for p, g in zip(params, _grads(step, touched)):
+            for p, g in zip(params, _grads(step, touched), strict=True):
                 p.grad = g.clone()
         lazy.step()
         if step == 0:
             after_first = [p.detach().clone() for p in lazy_params]
         adam.step()
-    for lazy_p, first in zip(lazy_params[1:], after_first[1:]):
+    for lazy_p, first in zip(lazy_params[1:], after_first[1:], strict=True):
         assert torch.equal(lazy_p[2:], first[2:])  # untouched since step 0
         assert not torch.equal(lazy_p[:2], first[:2])
     # dense Adam keeps moving the rows on their momentum: the drift this optimizer avoids
@@ -76,7 +76,7 @@ def test_pretraining_with_lazyadam_resumes_exactly_and_refuses_another_optimizer
     resumed = train(tiny_config(tmp_path, output=str(tmp_path / "b"), max_steps=6,
                                 optimizer="lazyadam", lr=0.01), resume=True, progress=False)
     for (name, a), b in zip(straight.model.state_dict().items(),
-                            resumed.model.state_dict().values()):
+                            resumed.model.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     from spacy_elmo.errors import ElmoError
     with pytest.raises(ElmoError, match=r"\[E105\].*optimizer.*'lazyadam'.*'adam'"):
@@ -118,7 +118,7 @@ def test_state_resets_zero_whole_rows_at_the_given_rate_and_resume_exactly(tmp_p
     resumed = train(tiny_config(tmp_path, output=str(tmp_path / "b"), **settings),
                     resume=True, progress=False)
     for (name, a), b in zip(straight.model.state_dict().items(),
-                            resumed.model.state_dict().values()):
+                            resumed.model.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     unreset = train(tiny_config(tmp_path, output=str(tmp_path / "c"),
                                 **{**settings, "state_reset": 0.0}), progress=False)

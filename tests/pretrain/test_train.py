@@ -105,7 +105,7 @@ def test_snapshots_hold_each_exported_model_with_its_dev_perplexity(tmp_path):
     snapshots = tmp_path / "run" / "snapshots"
     names = sorted(p.name for p in snapshots.iterdir())
     assert names == ["step_0000005", "step_0000010"]
-    for name, ppl in zip(names, dev_ppls(tmp_path / "run")):
+    for name, ppl in zip(names, dev_ppls(tmp_path / "run"), strict=True):
         info = json.loads((snapshots / name / "dev.json").read_text())
         assert info["step"] == int(name[5:]) and info["dev_ppl"] == pytest.approx(ppl, rel=1e-9)
     ids = batch_to_ids([["the", "cat", "sat"]])
