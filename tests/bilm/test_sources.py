@@ -157,3 +157,27 @@ def test_a_language_without_a_bundled_biLM_asks_for_weights(lang):
                                         rf"'{lang}' \(bundled: \['en'\]\), so `weights` must "
                                         r"be given: e.g. nlp.add_pipe\('elmo', config="):
         nlp.initialize()
+
+
+def test_the_bundled_default_follows_the_pipelines_language(tmp_path, monkeypatch):
+    """A language's bundled biLM is used with no config once BUNDLED names it; English
+    keeps its own."""
+    from spacy_elmo.bilm import sources
+
+    zh_bilm = make_random_bilm()
+    save_bilm(zh_bilm, tmp_path / "elmo_zh_test")
+    (tmp_path / "elmo_en_small").symlink_to(sources.DATA_DIR / "elmo_en_small")
+    monkeypatch.setattr(sources, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(sources, "BUNDLED", {**sources.BUNDLED, "zh": "elmo_zh_test"})
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("elmo")
+    nlp.initialize()
+    doc = nlp("我爱北京")
+    assert len(doc) == 4 and doc._.elmo.shape == (4, zh_bilm.options.output_dim)
+    en = spacy.blank("en")
+    en.add_pipe("elmo")
+    en.initialize()
+    assert en("a bank")._.elmo.shape[1] == load_bilm(sources.bundled("en")).options.output_dim
+    assert sources.bundled("zh") == tmp_path / "elmo_zh_test"
+    with pytest.raises(ElmoError, match=r"\[E064\] .*'fr' \(bundled: \['en', 'zh'\]\)"):
+        sources.bundled("fr")
