@@ -121,10 +121,14 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
                        f"({config.vocab_size:,} {unit}) is not shipped"),
         ("training data", about["data"]),
         ("training", f"{last['step']:,} steps of {config.batch_size} rows x {config.window} "
-                     f"{unit}, {last['tokens'] / 1e6:.1f}M {unit}; {config.optimizer} lr "
-                     f"{config.lr} (warmup {config.warmup_steps}, {config.lr_schedule}), "
-                     f"sampled softmax with {config.n_negatives:,} negatives, dropout "
-                     f"{config.dropout}"),
+                     f"{unit}, {last['tokens'] / 1e6:.1f}M {unit}"
+                     + (f" (a snapshot: the run's schedule has {config.max_steps:,} steps)"
+                        if last["step"] < config.max_steps else "")
+                     + f"; {config.optimizer} lr {config.lr} (warmup {config.warmup_steps}, "
+                     f"{config.lr_schedule}), sampled softmax with {config.n_negatives:,} "
+                     f"negatives, dropout {config.dropout}"
+                     + (f", carried LSTM state reset with probability {config.state_reset}"
+                        if config.state_reset else "")),
         ("time and hardware", f"{last['elapsed'] / 3600:.2f} h of training steps on "
                               f"{config.threads} thread(s) of a 2-core {cpu_model()} "
                               "(CPU only)"),
