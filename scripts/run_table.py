@@ -2,7 +2,8 @@
 
   python scripts/run_table.py en|zh [--tasks ner,wnut] [--rows cnn,elmo] [--seeds 0,1]
       [--weights W] [--news-weights W] [--jieba-weights W] [--max-steps 3000]
-      [--eval-frequency 500] [--gpu-id -1] [--dry-run] [--summary results/table_en.json]
+      [--eval-frequency 500] [--gpu-id -1] [--jobs 1] [--dry-run]
+      [--summary results/table_en.json]
 
 A cell is `spacy train` of the row's config on the task's corpus/<dataset>/{train,dev}.spacy
 into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
@@ -12,7 +13,10 @@ skips finished cells and trains an interrupted one again from the start, so a ta
 takes longer than a session continues where it stopped; `--summary` is written once every
 cell is finished (the project's commands name it as their output). Every row of a task gets the same
 budget (`--max-steps`, `--eval-frequency`, the config's patience) and the test score of the
-model selected on dev is reported.
+model selected on dev is reported. `--jobs N` runs N cells at once, each process's thread
+pools (OpenMP, MKL, OpenBLAS: torch and numpy) capped at cores / N, its output in
+training/<run>/train.log: spaCy's CPU training is mostly one thread, so on a small machine
+parallel cells use it better than one cell with every core.
 
 Rows (each only where its inputs exist in the project; --dry-run lists the commands):
   cnn               spaCy's CNN tok2vec
@@ -30,16 +34,18 @@ Rows (each only where its inputs exist in the project; --dry-run lists the comma
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import IO, Dict, List, Optional, Tuple
 
 import typer
 from compare import score  # scripts/compare.py: the results table's figure
-from spacy.cli.evaluate import evaluate
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,19 @@ def finished(cell: Cell, training: Path) -> bool:
     return (training / cell.run / "cell.json").exists()
 
 
-def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int) -> Dict[str, float]:
+def cell_env(threads: Optional[int]) -> Optional[Dict[str, str]]:
+    """The environment of a cell's processes: with `threads`, every thread pool capped."""
+    if threads is None:
+        return None
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    return env
+
+
+def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int,
+                 env: Optional[Dict[str, str]] = None, log: Optional[IO] = None
+                 ) -> Dict[str, float]:
     """`spacy evaluate` of a run's model-best on corpus/{dev,test}.spacy: writes
     metrics/<run>.<split>.json, returns each split's table figure."""
     metrics.mkdir(parents=True, exist_ok=True)
@@ -151,25 +169,83 @@ def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int) -> Dic
         data = corpus / f"{split}.spacy"
         if data.exists():
             out = metrics / f"{run_dir.name}.{split}.json"
-            evaluate(str(run_dir / "model-best"), data, output=out, use_gpu=gpu_id, silent=True)
+            subprocess.run([sys.executable, "-m", "spacy", "evaluate", str(run_dir / "model-best"),
+                            str(data), "--output", str(out), "--gpu-id", str(gpu_id)],
+                           check=True, env=env, stdout=log, stderr=log)
             scores[split] = score(json.loads(out.read_text(encoding="utf-8")))
     return scores
 
 
-def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int) -> Dict:
-    """Train (from scratch), evaluate, and mark the cell finished."""
+def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
+             threads: Optional[int] = None) -> Dict:
+    """Train (from scratch), evaluate, and mark the cell finished. With `threads`, the
+    processes' thread pools are capped and their output goes to training/<run>/train.log."""
     start = time.time()
-    subprocess.run(cell.command, check=True)
-    minutes = (time.time() - start) / 60
     run_dir = training / cell.run
-    scores = evaluate_run(run_dir, cell.corpus, metrics, gpu_id)
+    env = cell_env(threads)
+    log = None
+    if threads is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log = (run_dir / "train.log").open("w", encoding="utf-8")
+    try:
+        subprocess.run(cell.command, check=True, env=env, stdout=log, stderr=log)
+        minutes = (time.time() - start) / 60
+        scores = evaluate_run(run_dir, cell.corpus, metrics, gpu_id, env, log)
+    finally:
+        if log is not None:
+            log.close()
     record = {"command": "python " + " ".join(cell.command[1:]),
               "train_minutes": round(minutes, 1),
+              **({"threads": threads} if threads is not None else {}),
               **scores}
     tmp = run_dir / "cell.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     tmp.replace(run_dir / "cell.json")
     return record
+
+
+def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, jobs: int
+              ) -> List[str]:
+    """Run the cells, `jobs` at a time; returns the runs that failed (after a failure no
+    new cell starts, the running ones finish)."""
+    def done(cell: Cell, record: Dict) -> None:
+        typer.echo(f"{cell.run}: test {record['test']:.1f}, dev {record['dev']:.1f} "
+                   f"({record['train_minutes']} min)")
+
+    if jobs == 1:
+        for i, cell in enumerate(cells, 1):
+            typer.echo(f"[{i}/{len(cells)}] {cell.run}", err=True)
+            done(cell, run_cell(cell, training, metrics, gpu_id))
+        return []
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    stop = threading.Event()  # set by a failed cell, in its worker, before it takes another
+
+    def guarded(cell: Cell) -> Optional[Dict]:
+        if stop.is_set():
+            return None
+        try:
+            return run_cell(cell, training, metrics, gpu_id, threads)
+        except subprocess.CalledProcessError:
+            stop.set()
+            raise
+
+    failed: List[str] = []
+    with ThreadPoolExecutor(jobs) as pool:
+        futures: Dict[Future, Cell] = {pool.submit(guarded, cell): cell for cell in cells}
+        typer.echo(f"{len(cells)} cells, {jobs} at a time, {threads} thread(s) each; "
+                   f"output in {training}/<run>/train.log", err=True)
+        for future in as_completed(futures):
+            cell = futures[future]
+            try:
+                record = future.result()
+            except subprocess.CalledProcessError:
+                failed.append(cell.run)
+                typer.echo(f"{cell.run} failed: see {training / cell.run / 'train.log'}",
+                           err=True)
+                continue
+            if record is not None:
+                done(cell, record)
+    return failed
 
 
 TASK_DATASETS = {name: task.dataset for tasks in TABLES.values() for name, task in tasks.items()}
@@ -188,6 +264,7 @@ def main(
     max_steps: int = typer.Option(3000, help="training budget of every cell"),
     eval_frequency: int = typer.Option(500, help="dev evaluation interval"),
     gpu_id: int = typer.Option(-1, help="GPU id (-1: CPU)"),
+    jobs: int = typer.Option(1, min=1, help="cells run at once (each with cores / jobs threads)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the cells and commands only"),
     summary: Optional[Path] = typer.Option(None, help="once every cell is finished, write "
                                                       "their records to this JSON file"),
@@ -214,16 +291,18 @@ def main(
     todo = [c for c in cells if not finished(c, training)]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
                f"{len(todo)} to run")
+    runnable = []
     for i, cell in enumerate(todo, 1):
         missing = [str(p) for p in cell.needs if not p.exists()]
         if dry_run or missing:
             why = f"  (skipped: missing {', '.join(missing)})" if missing else ""
             typer.echo(f"[{i}/{len(todo)}] {cell.run}: python {' '.join(cell.command[1:])}{why}")
-            continue
-        typer.echo(f"[{i}/{len(todo)}] {cell.run}", err=True)
-        record = run_cell(cell, training, metrics, gpu_id)
-        typer.echo(f"{cell.run}: test {record['test']:.1f}, dev {record['dev']:.1f} "
-                   f"({record['train_minutes']} min)")
+        else:
+            runnable.append(cell)
+    failed = run_cells(runnable, training, metrics, gpu_id, jobs)
+    if failed:
+        typer.echo(f"failed: {', '.join(failed)}; rerun the same command to retry them", err=True)
+        raise typer.Exit(1)
 
     if summary is not None and all(finished(c, training) for c in cells):
         records = {c.run: json.loads((training / c.run / "cell.json").read_text(encoding="utf-8"))

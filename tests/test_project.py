@@ -1,6 +1,7 @@
 """The spaCy project and its scripts: commands point at real files; converters are right."""
 
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -246,9 +247,8 @@ def test_every_table_cell_has_its_config_and_overrides_that_exist(table):
         assert ("thucnews", "elmo_news") in rows and ("msra", "cnnw2v") in rows
 
 
-def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkeypatch,
-                                                                capsys):
-    run_table = _run_table()
+def _tiny_trec_project(tmp_path, monkeypatch):
+    """A project directory with the configs and a 4-question TREC corpus, as the cwd."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(ROOT / "configs")
     nlp = spacy.blank("en")
@@ -263,9 +263,16 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
             doc.cats = {"NUM": float(label == "NUM"), "HUM": float(label == "HUM")}
             docs.append(doc)
         DocBin(docs=docs).to_disk(corpus / f"{split}.spacy")
+
+
+def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkeypatch,
+                                                                capsys):
+    run_table = _run_table()
+    _tiny_trec_project(tmp_path, monkeypatch)
     settings = dict(tasks="trec", rows="cnn,cnnpre", seeds="0", weights="null",
                     news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
-                    gpu_id=-1, dry_run=False, summary=tmp_path / "results" / "table.json")
+                    gpu_id=-1, jobs=1, dry_run=False,
+                    summary=tmp_path / "results" / "table.json")
     run_table.main("en", **settings)
     out = capsys.readouterr().out
     assert "skipped: missing pretrain_cnn/model-last.bin" in out
@@ -279,3 +286,30 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
     run_table.main("en", **{**settings, "rows": "cnn"})
     assert "1 cells, 1 finished, 0 to run" in capsys.readouterr().out
     assert srsly.read_json(settings["summary"]) == {"trec_cnn_s0": record}
+
+
+def test_table_runner_runs_cells_in_parallel_and_reports_a_failed_one(tmp_path, monkeypatch,
+                                                                      capsys):
+    run_table = _run_table()
+    _tiny_trec_project(tmp_path, monkeypatch)
+    budget = ["--training.max_steps", "2", "--training.eval_frequency", "1"]
+    good = run_table.make_cells("en", ["trec"], ["cnn"], [0, 1], {"weights": "null"}, budget)
+    bad = run_table.Cell("trec", "broken", 0, Path("corpus/trec"),
+                         [sys.executable, "-c", "import os, sys; "
+                          "print('threads', os.environ['OMP_NUM_THREADS']); sys.exit(3)"], [])
+    training, metrics = tmp_path / "training", tmp_path / "metrics"
+    failed = run_table.run_cells([bad, *good], training, metrics, -1, jobs=2)
+    assert failed == ["trec_broken_s0"]
+    threads = max(1, (os.cpu_count() or 1) // 2)
+    assert (training / "trec_broken_s0" / "train.log").read_text().strip() == f"threads {threads}"
+    assert not (training / "trec_broken_s0" / "cell.json").exists()
+    # the cells already running when it failed finished; none started after it
+    finished = [c for c in good if (training / c.run / "cell.json").exists()]
+    for cell in finished:
+        record = srsly.read_json(training / cell.run / "cell.json")
+        assert record["threads"] == threads and "--system.seed" in record["command"]
+        test = srsly.read_json(metrics / f"{cell.run}.test.json")
+        assert record["test"] == pytest.approx(100 * test["cats_micro_f"])
+        assert "Training pipeline" in (training / cell.run / "train.log").read_text()
+    assert len(finished) == 1  # with 2 jobs: the first good cell ran beside the broken one
+    assert "trec_broken_s0 failed" in capsys.readouterr().err
