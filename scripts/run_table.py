@@ -117,8 +117,10 @@ class Cell:
 
 
 def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: List[int],
-               values: Dict[str, str], budget: List[str]) -> List[Cell]:
-    """Every (task, row, seed) of the table, with its `spacy train` command."""
+               values: Dict[str, str], budget: List[str], training: Path = Path("training")
+               ) -> List[Cell]:
+    """Every (task, row, seed) of the table, with its `spacy train` command (output in
+    `training`/<run>)."""
     cells = []
     for name in tasks:
         task = TABLES[table][name]
@@ -130,7 +132,7 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
             paths = {k: v.format(**task_values) for k, v in row.paths.items()}
             for seed in seeds:
                 command = [sys.executable, "-m", "spacy", "train", str(config), "--output",
-                           f"training/{name}_{row_name}_s{seed}",
+                           str(training / f"{name}_{row_name}_s{seed}"),
                            "--paths.train", str(corpus / "train.spacy"),
                            "--paths.dev", str(corpus / "dev.spacy"),
                            "--system.seed", str(seed), *budget]
