@@ -30,6 +30,12 @@ from bench_embed import cpu_model  # noqa: E402
 from wic_probe import cached_probe, chosen  # noqa: E402
 
 
+def card_name(card: Path) -> str:
+    """The model's name on a model card's first line (`# NAME: ...`), else its directory's."""
+    first = card.read_text(encoding="utf-8").splitlines()[0]
+    return first[2:].split(":")[0].strip() if first.startswith("# ") else card.parent.name
+
+
 def card_curve(card: Path) -> Dict[int, float]:
     """step -> mean dev perplexity from a bundled biLM's model card (its curve table)."""
     curve = {}
@@ -50,16 +56,19 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
               compare: Optional[Path]) -> List[str]:
     """One row per snapshot with a WiC result: its dev perplexity (dev.json) and the probe's
     dev accuracy, of the layer chosen on train and of the best layer on dev; with `compare`
-    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>.json."""
+    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>.json (probed
+    when the card lies beside its weights)."""
     lines = []
     if compare is not None:
-        cache = run / f"wic_{compare.parent.name}.json"
-        if wic is not None or cache.exists():
+        name = card_name(compare)
+        cache = run / f"wic_{name}.json"
+        beside = (compare.parent / "weights.hdf5").exists()
+        if (wic is not None and beside) or cache.exists():
             rows = cached_probe(compare.parent, wic, cache) if wic is not None else json.loads(
                 cache.read_text(encoding="utf-8"))
             curve = card_curve(compare)
             ppl = f"{curve[max(curve)]:.1f}" if curve else "-"
-            lines.append(wic_row(f"{compare.parent.name} (compared)", "-", ppl, rows))
+            lines.append(wic_row(f"{name} (compared)", "-", ppl, rows))
     for snap in snapshots:
         cache = snap / "wic.json"
         if not cache.exists() and wic is None:
@@ -109,7 +118,7 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
               f"{last['tokens'] / max(last['elapsed_s'], 1e-9):,.0f} tokens/s on average", ""]
     if dev:
         other = card_curve(compare) if compare is not None else {}
-        extra = f" {compare.parent.name} at that step |" if compare is not None else ""
+        extra = f" {card_name(compare)} at that step |" if compare is not None else ""
         lines += ["| step | tokens | dev ppl forward | backward | mean | hours | CPU-hours |"
                   + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
         for r in dev:
