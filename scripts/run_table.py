@@ -150,6 +150,13 @@ def finished(cell: Cell, training: Path) -> bool:
     return (training / cell.run / "cell.json").exists()
 
 
+def cores() -> int:
+    """The CPU cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def cell_env(threads: Optional[int]) -> Optional[Dict[str, str]]:
     """The environment of a cell's processes: with `threads`, every thread pool capped."""
     if threads is None:
@@ -219,7 +226,7 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
             typer.echo(f"[{i}/{len(cells)}] {cell.run}", err=True)
             done(cell, run_cell(cell, training, metrics, gpu_id))
         return []
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = max(1, cores() // jobs)
     stop = threading.Event()  # set by a failed cell, in its worker, before it takes another
 
     def guarded(cell: Cell) -> Optional[Dict]:

@@ -1,7 +1,6 @@
 """The spaCy project and its scripts: commands point at real files; converters are right."""
 
 import importlib.util
-import os
 import re
 import sys
 from pathlib import Path
@@ -300,7 +299,7 @@ def test_table_runner_runs_cells_in_parallel_and_reports_a_failed_one(tmp_path, 
     training, metrics = tmp_path / "training", tmp_path / "metrics"
     failed = run_table.run_cells([bad, *good], training, metrics, -1, jobs=2)
     assert failed == ["trec_broken_s0"]
-    threads = max(1, (os.cpu_count() or 1) // 2)
+    threads = max(1, run_table.cores() // 2)
     assert (training / "trec_broken_s0" / "train.log").read_text().strip() == f"threads {threads}"
     assert not (training / "trec_broken_s0" / "cell.json").exists()
     # the cells already running when it failed finished; none started after it
