@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import spacy
+import srsly
 import torch
 from spacy.cli.train import train
 from spacy.tokens import DocBin
@@ -113,20 +114,32 @@ def test_any_listener_with_a_grad_factor_fine_tunes(weights_dir, factors):
     assert len(changed) == len(before)
 
 
+def _ner_features(nlp, doc):
+    """What the NER's tok2vec gives for one doc (not an all-zero array)."""
+    features = nlp.get_pipe("ner").model.get_ref("tok2vec").predict([doc])[0]
+    assert np.abs(features).max() > 0
+    return features
+
+
 def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir, tmp_path):
     nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg")
     nlp.update(examples, sgd=nlp.create_optimizer())
     text = "Alice went to Paris today ."
     expected = [(e.text, e.label_) for e in nlp(text).ents]
+    # the NER's input features: the listener's output over the elmo component's layers
+    features = _ner_features(nlp, nlp(text))
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listening_components == []
     cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
     assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v2" and cfg["grad_factor"] == 0.0
     assert cfg["elmo"] == nlp.config["components"]["elmo"]["model"]
     nlp.remove_pipe("elmo")
+    # the private copy computes the same features from the text alone, and keeps them saved
+    np.testing.assert_allclose(_ner_features(nlp, nlp.make_doc(text)), features, atol=1e-5)
     assert [(e.text, e.label_) for e in nlp(text).ents] == expected
     nlp.to_disk(tmp_path / "p")
     loaded = spacy.load(tmp_path / "p")
+    np.testing.assert_allclose(_ner_features(loaded, loaded.make_doc(text)), features, atol=1e-5)
     assert [(e.text, e.label_) for e in loaded(text).ents] == expected
 
 
@@ -206,6 +219,8 @@ def test_private_tok2vec_variant(weights_dir, tmp_path, version):
     nlp.to_disk(tmp_path / "p")
     loaded = spacy.load(tmp_path / "p")
     text = "Bob went to Rome today ."
+    np.testing.assert_allclose(_ner_features(loaded, loaded.make_doc(text)),
+                               _ner_features(nlp, nlp.make_doc(text)), atol=1e-6)
     assert [e.text for e in loaded(text).ents] == [e.text for e in nlp(text).ents]
 
 
@@ -218,9 +233,17 @@ def test_spacy_train_runs(config_name, weights_dir, toy_corpus, tmp_path):
     if "elmo" in config_name:
         overrides["paths.elmo_weights"] = str(weights_dir)
     train(CONFIGS / config_name, tmp_path / "out", overrides=overrides)
+    meta = srsly.read_json(tmp_path / "out" / "model-best" / "meta.json")
     nlp = spacy.load(tmp_path / "out" / "model-best")
     doc = nlp("Alice went to London today .")
-    assert doc.cats or doc.ents is not None
+    if "ner" in nlp.pipe_names:
+        assert "ents_f" in meta["performance"]
+        assert set(nlp.get_pipe("ner").labels) == {"PER", "LOC"}
+        assert all(e.label_ in ("PER", "LOC") for e in doc.ents)
+    if any(name.startswith("textcat") for name in nlp.pipe_names):
+        assert "cats_score" in meta["performance"]
+        assert set(doc.cats) == {"SOUTH", "NORTH"}
+        assert all(0.0 <= v <= 1.0 for v in doc.cats.values())
 
 
 @pytest.mark.parametrize("config_name,lang", [
