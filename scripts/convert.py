@@ -25,6 +25,11 @@ NO_SPACE_LANGS = ("zh", "ja", "th")
 T = TypeVar("T")
 
 
+def _spaces(n: int) -> List[bool]:
+    """A space after every word but the last: pre-tokenized text without a trailing space."""
+    return [True] * (n - 1) + [False] if n else []
+
+
 def _read_columns(path: Path, strip_digit: bool) -> Iterator[Tuple[List[str], List[str]]]:
     words: List[str] = []
     tags: List[str] = []
@@ -99,7 +104,7 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
             group = part[start : start + sentences_per_doc]
             words = [w for ws, _ in group for w in ws]
             sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
-            spaces = [False] * len(words) if lang in NO_SPACE_LANGS else None
+            spaces = [False] * len(words) if lang in NO_SPACE_LANGS else _spaces(len(words))
             doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
             doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])
             if cats_from_entities:
@@ -167,8 +172,9 @@ def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str 
     for path, part in _split(rows, output_path, split, split_output, seed):
         db = DocBin()
         for text, ls in part:
-            doc = (Doc(nlp.vocab, words=text.split()) if format in ("sst", "trec")
-                   else nlp.make_doc(text))
+            words = text.split()
+            doc = (Doc(nlp.vocab, words=words, spaces=_spaces(len(words)))
+                   if format in ("sst", "trec") else nlp.make_doc(text))
             doc.cats = {label: float(label in ls) for label in labels}
             db.add(doc)
         path.parent.mkdir(parents=True, exist_ok=True)

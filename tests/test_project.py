@@ -112,6 +112,10 @@ def test_convert_ner_and_textcat(tmp_path):
     assert len(train) == len(dev) == 2
     for doc in train + dev:
         assert sorted(doc.cats) == ["DESC", "HUM", "NUM"] and sum(doc.cats.values()) == 1.0
+    # each question keeps its own coarse label
+    assert {d.text: max(d.cats, key=d.cats.get) for d in train + dev} == {
+        "How did serfdom develop ?": "DESC", "Who was Caesar ?": "HUM", "When ?": "NUM",
+        "Which team ?": "HUM"}
 
 
 def test_results_table_puts_models_down_tasks_across_with_the_difference_to_cnn():
