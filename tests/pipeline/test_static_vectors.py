@@ -6,7 +6,7 @@ import pytest
 import spacy
 from spacy.cli.init_pipeline import init_vectors_cli
 from spacy.cli.train import train
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import DocBin
 
 from spacy_elmo.pretrain.config import PretrainConfig
 
@@ -66,7 +66,12 @@ def test_word2vec_features_beside_elmo_train(en_vectors, toy_corpus, weights_dir
     assert nlp.vocab.vectors.shape == (len(gensim_vectors), 8)
     textcat = nlp.get_pipe("textcat").model
     assert any(node.name == "static_vectors" for node in textcat.walk())
-    assert set(nlp("Bob went to Rome today .").cats) == {"SOUTH", "NORTH"}
+    doc = nlp("Bob went to Rome today .")
+    assert set(doc.cats) == {"SOUTH", "NORTH"}
+    # the vectors feed the classifier: without them its scores change
+    before = textcat.predict([doc]).copy()
+    nlp.vocab.vectors.data[:] = 0
+    assert not np.allclose(before, textcat.predict([doc]))
 
 
 def test_chinese_character_vectors_train_the_chinese_row(tmp_path):
@@ -85,4 +90,10 @@ def test_chinese_character_vectors_train_the_chinese_row(tmp_path):
     DocBin(docs=docs[:4]).to_disk(tmp_path / "dev.spacy")
     trained = _train("zh_textcat_cnn_vectors.cfg", tmp_path, tmp_path / "out", path)
     assert trained.vocab.vectors.shape == (len(gensim_vectors), 8)
-    assert isinstance(trained("小明去广州了。"), Doc)
+    np.testing.assert_allclose(trained.vocab["北"].vector, gensim_vectors["北"], atol=1e-6)
+    doc = trained("小明去广州了。")
+    assert [t.text for t in doc] == list("小明去广州了。")  # characters, as the vectors
+    tok2vec = trained.get_pipe("tok2vec")  # what the classifier listens to
+    before = tok2vec.predict([doc])[0].copy()
+    trained.vocab.vectors.data[:] = 0
+    assert not np.allclose(before, tok2vec.predict([doc])[0])
