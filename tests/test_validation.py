@@ -67,8 +67,12 @@ def test_options_json_types(options_dir, section, key, value, message):
 def test_the_fixture_and_bundled_options_still_load(fixture_dir):
     from spacy_elmo.bilm.sources import bundled
 
-    for path in (fixture_dir / "options.json", bundled("en") / "options.json"):
-        assert BiLMOptions.from_file(path).n_layers >= 1
+    fixture = BiLMOptions.from_file(fixture_dir / "options.json")
+    assert (fixture.lstm_dim, fixture.projection_dim, fixture.n_highway, fixture.n_layers,
+            len(fixture.filters)) == (64, 16, 2, 2, 5)
+    small = BiLMOptions.from_file(bundled("en") / "options.json")
+    assert (small.lstm_dim, small.projection_dim, small.n_highway, small.n_layers,
+            small.n_filters) == (512, 128, 1, 2, 512)
 
 
 def test_options_overrides_unknown_key():
