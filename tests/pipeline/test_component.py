@@ -175,13 +175,27 @@ def test_options_not_matching_weights(tmp_path, weights_dir, fixture_dir):
 
 def test_url_weights_are_downloaded_once(tmp_path, weights_dir, monkeypatch):
     monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    config = {"weights": (weights_dir / "weights.hdf5").as_uri(),
+              "options": (weights_dir / "options.json").as_uri()}
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={
-        "weights": (weights_dir / "weights.hdf5").as_uri(),
-        "options": (weights_dir / "options.json").as_uri()})
+    nlp.add_pipe("elmo", config=config)
+    from spacy_elmo.bilm import sources
+
+    calls = []
+    real = sources.download
+    monkeypatch.setattr(sources, "download",
+                        lambda url, target: (calls.append(url), real(url, target))[1])
     nlp.initialize()
     assert len(list((tmp_path / "cache").rglob("weights.hdf5"))) == 1
-    assert nlp("hi there")._.elmo.shape == (2, 12)
+    assert sorted(u.rsplit("/", 1)[1] for u in calls) == ["options.json", "weights.hdf5"]
+    expected = nlp("hi there")._.elmo
+    assert expected.shape == (2, 12)
+    # a second pipeline over the same URLs reads the cache: nothing is downloaded again
+    again = spacy.blank("en")
+    again.add_pipe("elmo", config=config)
+    again.initialize()
+    assert len(calls) == 2
+    np.testing.assert_allclose(again("hi there")._.elmo, expected, atol=1e-6)
 
 
 def test_fixture_weights_through_the_component(fixture_dir, fixture_sentences):
