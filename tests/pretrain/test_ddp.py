@@ -7,8 +7,9 @@ from pathlib import Path
 import torch
 import torch.multiprocessing as mp
 
+from spacy_elmo.pretrain import ddp
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
-from spacy_elmo.pretrain.trainer import train
+from spacy_elmo.pretrain.trainer import Trainer, train
 
 from .conftest import tiny_config
 
@@ -36,6 +37,13 @@ def test_two_process_gloo_run(tmp_path):
     mp.spawn(worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     a, b = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
     assert all(torch.equal(a[k], b[k]) for k in a)  # gradients were averaged
+    # ... and applied: the weights moved from where both ranks started (the seed's biLM)
+    start = Trainer.start(tiny_config(tmp_path, output=str(tmp_path / "fresh"), device="cpu"),
+                          ddp.setup("cpu"), overwrite=False, progress=False)
+    init = start.model.state_dict()
+    assert {k: v.shape for k, v in init.items()} == {k: v.shape for k, v in a.items()}
+    moved = [k for k in a if k.startswith("bilm.") and not torch.equal(a[k], init[k])]
+    assert len(moved) > len([k for k in a if k.startswith("bilm.")]) // 2
     data = load_checkpoint(tmp_path / "run")
     assert data["step"] == 6 and data["world_size"] == 2 and len(data["ranks"]) == 2
     seen = []
