@@ -128,7 +128,7 @@ def test_missing_gensim_empty_text_and_bad_paths_are_clear_errors(w2v, tmp_path,
 
 
 def test_word2vec_vectors_are_deterministic_with_one_thread(w2v, tmp_path):
-    pytest.importorskip("gensim")
+    import gensim  # noqa: F401  (in the test extra)
     config = PretrainConfig(train=_corpus(tmp_path / "text"), lang="en", skip_pattern=TITLE)
     records = [w2v.make_vectors(tmp_path / name, config, dim=8, min_count=2, epochs=2,
                                 threads=1, seed=3) for name in ("a", "b")]
