@@ -96,8 +96,10 @@ def test_empty_line_gives_empty_dataset(tmp_path, tiny_weights_dir):
 
 
 def test_deterministic_mode_keeps_input_order_and_ignores_batching(tiny_bilm):
-    sentences = [s.split() for s in SENTS] * 3
+    # distinct sentences of many lengths, so that any reordering shows
+    sentences = [[f"{w}{k}" for w in s.split()] for k in range(3) for s in SENTS]
     alone = [next(Embedder(tiny_bilm, batch_size=1).embed([s])) for s in sentences]
+    assert len({a.tobytes() for a in alone if a.size}) == len([a for a in alone if a.size])
     batched = list(Embedder(tiny_bilm, batch_size=4, chunk_tokens=20).embed(sentences))
     assert len(batched) == len(sentences)
     for a, b in zip(alone, batched, strict=True):
