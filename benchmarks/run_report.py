@@ -15,6 +15,7 @@ itself (checkpoint, snapshots) is too large for git; this page is the record tha
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -56,12 +57,13 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
               compare: Optional[Path]) -> List[str]:
     """One row per snapshot with a WiC result: its dev perplexity (dev.json) and the probe's
     dev accuracy, of the layer chosen on train and of the best layer on dev; with `compare`
-    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>.json (probed
-    when the card lies beside its weights)."""
+    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>_<card hash>.json
+    (probed when the card lies beside its weights)."""
     lines = []
     if compare is not None:
         name = card_name(compare)
-        cache = run / f"wic_{name}.json"
+        digest = hashlib.sha1(compare.read_bytes()).hexdigest()[:8]  # one card, one cache
+        cache = run / f"wic_{name}_{digest}.json"
         beside = (compare.parent / "weights.hdf5").exists()
         if (wic is not None and beside) or cache.exists():
             rows = cached_probe(compare.parent, wic, cache) if wic is not None else json.loads(

@@ -109,6 +109,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     o = bilm.options
     nan = float("nan")
     unit = "characters" if lang == "zh" else "tokens"
+    dev_files = ", ".join(Path(d).name for d in config.dev or [])  # not this machine's paths
     table = [
         ("architecture",
          f"char CNN {[list(f) for f in o.filters]} ({o.n_filters} filters) over at most "
@@ -136,7 +137,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of "
          f"forward {last_dev.get('dev_ppl_fwd', nan):.1f} and backward "
          f"{last_dev.get('dev_ppl_bwd', nan):.1f}; full softmax, other {unit} as `<UNK>`, on "
-         f"{last_dev.get('dev_tokens', 0):,} {unit} of {', '.join(config.dev or [])})"),
+         f"{last_dev.get('dev_tokens', 0):,} {unit} of {dev_files})"),
     ]
     if perplexity:
         with tempfile.TemporaryDirectory() as tmp:

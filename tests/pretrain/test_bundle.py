@@ -96,6 +96,6 @@ def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bund
                 wic=None, perplexity=[])
     card = tmp_path / "card" / "README.md"
     text = report.report(tmp_path / "run", None, card, wic=tmp_path / "wic")
-    rows = json.loads((tmp_path / "run" / "wic_card.json").read_text())
+    rows = json.loads(next((tmp_path / "run").glob("wic_card_*.json")).read_text())
     line = next(x for x in text.splitlines() if x.startswith("| card (compared) |"))
     assert f"{max(rows, key=lambda r: r['train'])['dev']:.1f} (layer" in line
