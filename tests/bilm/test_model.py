@@ -111,6 +111,9 @@ def test_empty_sentences_and_empty_batch(tiny_bilm):
         out = tiny_bilm(batch_to_ids([[], ["x"], []]))
         assert out.layers.shape == (3, 3, 1, TINY_OPTIONS.output_dim)
         assert out.mask.tolist() == [[False], [True], [False]]
+        alone = tiny_bilm(batch_to_ids([["x"]])).layers[:, 0, 0]
+        torch.testing.assert_close(out.layers[:, 1, 0], alone, atol=1e-6, rtol=0)
+        assert not out.layers[:, [0, 2]].any()  # empty sentences give zeros, not noise
         empty = tiny_bilm(batch_to_ids([[]]))
         assert empty.layers.shape == (3, 1, 0, TINY_OPTIONS.output_dim)
 

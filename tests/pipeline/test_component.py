@@ -227,11 +227,17 @@ def test_chinese_text_and_truncation_warning(weights_dir):
 
 
 def test_add_pipe_without_config_uses_the_bundled_biLM():
+    from spacy_elmo.bilm.sources import bundled
+
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     doc = nlp("The bank raised rates.")
     assert doc._.elmo.shape == (len(doc), 256)
-    assert np.isfinite(doc._.elmo).all()
+    # the equal mix (no mix_weights, gamma 1) of the bundled biLM's layers for these tokens
+    bilm = load_bilm(bundled("en")).eval()
+    with torch.no_grad():
+        layers = bilm(batch_to_ids([[t.text for t in doc]])).layers[:, 0].numpy()
+    np.testing.assert_allclose(doc._.elmo, layers.mean(0), atol=1e-5)
 
 
 def test_elmo_model_settings_have_one_default():
