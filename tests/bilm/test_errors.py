@@ -197,5 +197,8 @@ def test_allennlp_style_file_names(tmp_path):
     save_bilm(make_random_bilm(), tmp_path / "m")
     (tmp_path / "m" / "weights.hdf5").rename(tmp_path / "m" / "elmo_tiny_weights.hdf5")
     (tmp_path / "m" / "options.json").rename(tmp_path / "m" / "elmo_tiny_options.json")
-    bilm = load_bilm(tmp_path / "m" / "elmo_tiny_weights.hdf5")
-    assert bilm.options.lstm_dim == make_random_bilm().options.lstm_dim
+    bilm, expected = load_bilm(tmp_path / "m" / "elmo_tiny_weights.hdf5"), make_random_bilm()
+    assert bilm.options == expected.options  # found elmo_tiny_options.json beside it
+    for (name, a), b in zip(bilm.state_dict().items(), expected.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name

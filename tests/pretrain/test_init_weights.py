@@ -35,8 +35,14 @@ def test_adapted_model_trains_from_the_published_weights(tmp_path, tiny_weights_
     result = train(tiny_config(tmp_path, init_weights=str(tiny_weights_dir), options={},
                                max_steps=3), progress=False)
     assert result.step == 3
-    adapted = load_bilm(tmp_path / "run" / "model")
-    assert adapted.options == load_bilm(tiny_weights_dir).options
+    adapted, published = load_bilm(tmp_path / "run" / "model"), load_bilm(tiny_weights_dir)
+    assert adapted.options == published.options
+    # trained from the published weights: moved by 3 small steps, not a fresh start
+    moved, total = 0.0, 0.0
+    for a, b in zip(adapted.parameters(), published.parameters(), strict=True):
+        moved += float((a - b).norm() ** 2)
+        total += float(b.norm() ** 2)
+    assert 0 < moved < 0.01 * total
 
 
 def test_init_weights_from_an_export_keeps_its_softmax_and_vocabulary(tmp_path):
