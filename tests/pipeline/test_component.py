@@ -54,7 +54,11 @@ def test_vector_hooks_and_similarity(nlp_elmo):
     sim = doc[1].similarity(doc[-2])
     a, b = doc[1]._.elmo, doc[-2]._.elmo
     assert sim == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), rel=1e-5)
-    assert doc[0:2].similarity(doc[0:2]) == pytest.approx(1.0, rel=1e-5)
+    # a span's vector is the mean of its tokens' ELMo vectors, and similarity uses it
+    np.testing.assert_allclose(doc[0:2].vector, doc._.elmo[0:2].mean(0), rtol=1e-6)
+    a, b = doc._.elmo[0:2].mean(0), doc._.elmo[2:4].mean(0)
+    assert doc[0:2].similarity(doc[2:4]) == pytest.approx(
+        float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), rel=1e-5)
 
 
 def test_hooks_off_and_layers_off(weights_dir):
