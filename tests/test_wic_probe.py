@@ -60,6 +60,18 @@ def test_probe_runs_end_to_end(tmp_path, tiny_weights_dir):
     assert [r["layer"] for r in rows] == ["0", "1", "2", "mean"]
     for r in rows:
         assert 0 <= r["dev"] <= 100 and r["train"] >= 50  # the fit is at least the majority
+    # the top layer's row, recomputed from the vectors: threshold fitted on train, applied to dev
+    from spacy_elmo.bilm import load_bilm
+
+    bilm = load_bilm(tiny_weights_dir)
+    scores = {split: wic.cosines(wic.target_vectors(bilm, wic.read_wic(tmp_path / "wic", split), 3))
+              for split in ("train", "dev")}
+    same = {split: np.array([p.same for p in wic.read_wic(tmp_path / "wic", split)])
+            for split in ("train", "dev")}
+    threshold, train_acc = wic.fit_threshold(scores["train"][:, 2], same["train"])
+    dev_acc = float(((scores["dev"][:, 2] >= threshold) == same["dev"]).mean())
+    assert rows[2]["threshold"] == pytest.approx(threshold, abs=1e-6)
+    assert (rows[2]["train"], rows[2]["dev"]) == pytest.approx((100 * train_acc, 100 * dev_acc))
     assert "| mean |" in out.read_text()
 
 
