@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_embed import cpu_model, matmul_rate  # noqa: E402
-from run_table import make_cells, run_cell, run_cells  # noqa: E402
+from run_table import make_cells, run_cells  # noqa: E402
 
 
 def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: str = "0,1",
@@ -47,15 +47,10 @@ def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: 
             cells = make_cells(table, tasks.split(","), rows.split(","),
                                [int(s) for s in seeds.split(",")], values, budget, training)
             start = time.perf_counter()
-            if n == 1:  # as --jobs 1 does
-                records = {c.run: run_cell(c, training, metrics, -1, threads=None)
-                           for c in cells}
-            else:
-                failed = run_cells(cells, training, metrics, -1, n)
-                if failed:
-                    raise typer.Exit(1)
-                records = {c.run: json.loads((training / c.run / "cell.json").read_text())
-                           for c in cells}
+            if run_cells(cells, training, metrics, -1, n):
+                raise typer.Exit(1)
+            records = {c.run: json.loads((training / c.run / "cell.json").read_text())
+                       for c in cells}
             walls[n] = time.perf_counter() - start
             minutes[n] = {run: r["train_minutes"] for run, r in records.items()}
     after = matmul_rate(1024, 1024, 1024, 5)

@@ -66,8 +66,7 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
         cache = run / f"wic_{name}_{digest}.json"
         beside = (compare.parent / "weights.hdf5").exists()
         if (wic is not None and beside) or cache.exists():
-            rows = cached_probe(compare.parent, wic, cache) if wic is not None else json.loads(
-                cache.read_text(encoding="utf-8"))
+            rows = cached_probe(compare.parent, wic, cache)
             curve = card_curve(compare)
             ppl = f"{curve[max(curve)]:.1f}" if curve else "-"
             lines.append(wic_row(f"{name} (compared)", "-", ppl, rows))
@@ -77,8 +76,7 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
             continue
         if not cache.exists():
             typer.echo(f"WiC probe of {snap} ...")
-        rows = cached_probe(snap, wic, cache) if wic is not None else json.loads(
-            cache.read_text(encoding="utf-8"))
+        rows = cached_probe(snap, wic, cache)
         dev = json.loads((snap / "dev.json").read_text()) if (snap / "dev.json").exists() else {}
         tokens = f"{dev['tokens'] / 1e6:.1f}M" if "tokens" in dev else "-"
         ppl = f"{dev['dev_ppl']:.1f}" if "dev_ppl" in dev else "-"

@@ -153,14 +153,14 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
                               f"({result['dev_tokens']:,} tokens)"))
     if wic is not None:
         sys.path.insert(0, str(ROOT / "scripts"))
-        from wic_probe import probe
+        from wic_probe import chosen, probe
 
         wic_rows = probe(bilm, wic)
-        chosen = max(wic_rows, key=lambda r: r["train"])
+        pick = chosen(wic_rows)
         per_layer = ", ".join(f"{r['layer']} {r['dev']:.1f}" for r in wic_rows)
         table.append(("WiC (word in context)",
-                      f"dev accuracy {chosen['dev']:.1f} with the layer chosen on train "
-                      f"({chosen['layer']}); per layer: {per_layer} (chance 50, published "
+                      f"dev accuracy {pick['dev']:.1f} with the layer chosen on train "
+                      f"({pick['layer']}); per layer: {per_layer} (chance 50, published "
                       "ELMo 57.7 on test)"))
     rows_md = "\n".join(f"| {k} | {v} |" for k, v in table)
     curve = "\n".join(f"| {r['step']:,} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "

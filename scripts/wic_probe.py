@@ -113,16 +113,19 @@ def chosen(rows: List[Dict[str, object]]) -> Dict[str, object]:
     return max(rows, key=lambda r: float(r["train"]))  # type: ignore[arg-type]
 
 
-def cached_probe(weights: Path, wic_dir: Path, cache: Path) -> List[Dict[str, object]]:
+def cached_probe(weights: Path, wic_dir: Optional[Path], cache: Path
+                 ) -> List[Dict[str, object]]:
     """`probe` of the biLM at `weights`, kept as JSON in `cache` (written atomically) so that
-    a rerun does not embed WiC again."""
+    a rerun does not embed WiC again; without `wic_dir` only a cached result is read."""
     if not cache.exists():
+        if wic_dir is None:
+            raise FileNotFoundError(f"no WiC result in {cache}, and no WiC directory given")
         from spacy_elmo.bilm import load_bilm
+        from spacy_elmo.bilm.files import atomic_write
 
         rows = probe(load_bilm(weights), wic_dir)
-        partial = cache.with_name(cache.name + ".partial")
-        partial.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-        partial.replace(cache)
+        with atomic_write(cache) as tmp:
+            tmp.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return json.loads(cache.read_text(encoding="utf-8"))
 
 
