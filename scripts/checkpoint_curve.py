@@ -2,13 +2,14 @@
 
   python scripts/checkpoint_curve.py CONFIG CORPUS OUTPUT BILM [BILM ...]
       [--baseline metrics/ner_cnn_s0.test.json] [--max-steps 3000] [--eval-frequency 500]
-      [--wic WIC_DIR]
+      [--wic WIC_DIR] [--every N]
 
 Each BILM is an export with a dev.json beside it (the snapshots that `spacy-elmo pretrain
 --snapshot-every N` writes), a directory of such snapshots, or DIR=PPL to give its dev
 perplexity. For each, CONFIG is
 trained on CORPUS/{train,dev}.spacy into OUTPUT/<name>/ (skipped when its model-best exists,
-so a rerun continues where it stopped) and evaluated on CORPUS/test.spacy. Writes
+so a rerun continues where it stopped) and evaluated on CORPUS/test.spacy. With --every N,
+a directory of snapshots stands for those whose step is a multiple of N only. Writes
 OUTPUT/curve.md and OUTPUT/curve.png: test score against dev perplexity, the baseline's
 test score as a line; with --wic, each biLM's WiC dev accuracy beside it (the layer chosen
 on WiC train, as `scripts/wic_probe.py` reports it).
@@ -39,13 +40,18 @@ def _bilm(spec: str) -> Tuple[Path, float, Optional[int]]:
     return Path(spec), float(data["dev_ppl"]), int(data["step"])
 
 
-def _expand(specs: List[str]) -> List[str]:
-    """A directory of snapshots (step_*/ with dev.json) stands for all of them."""
+def _expand(specs: List[str], every: int = 0) -> List[str]:
+    """A directory of snapshots (step_*/ with dev.json) stands for all of them, or for those
+    whose step is a multiple of `every`."""
     out: List[str] = []
     for spec in specs:
         path = Path(spec)
         snapshots = sorted(path.glob("step_*/dev.json")) if "=" not in spec else []
-        out.extend(str(p.parent) for p in snapshots) if snapshots else out.append(spec)
+        if not snapshots:
+            out.append(spec)
+            continue
+        steps = [(p.parent, int(json.loads(p.read_text())["step"])) for p in snapshots]
+        out.extend(str(d) for d, step in steps if not every or step % every == 0)
     return out
 
 
@@ -60,10 +66,13 @@ def wic_dev(bilm_dir: Path, wic: Path, cache: Path) -> float:
 def main(config: Path, corpus: Path, output: Path, bilms: List[str],
          baseline: Optional[Path] = None, max_steps: int = 3000, eval_frequency: int = 500,
          gpu_id: int = -1, wic: Optional[Path] = typer.Option(
-             None, help="WiC directory: add each biLM's WiC dev accuracy")) -> None:
+             None, help="WiC directory: add each biLM's WiC dev accuracy"),
+         every: int = typer.Option(
+             0, min=0, help="Of a snapshot directory, only the steps that are multiples of N")
+         ) -> None:
     output.mkdir(parents=True, exist_ok=True)
     points = []
-    for spec in _expand(bilms):
+    for spec in _expand(bilms, every):
         path, ppl, step = _bilm(spec)
         name = f"step_{step}" if step is not None else path.name
         run = output / name

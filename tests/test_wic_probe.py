@@ -1,6 +1,7 @@
 """scripts/wic_probe.py: reading the WiC layout, the threshold fit, and a whole probe run."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,6 +94,25 @@ def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weig
     assert accuracy == chosen["dev"] and accuracy in (0.0, 50.0, 100.0)
     # a rerun reads the kept figures: the biLM is not loaded again
     assert curve.wic_dev(tmp_path / "gone", tmp_path / "wic", cache) == accuracy
+
+
+def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
+    import sys
+
+    from .test_project import ROOT
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        curve = _load_convert("checkpoint_curve")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    for step in (2500, 5000, 7500, 10000):
+        snap = tmp_path / "snapshots" / f"step_{step:07d}"
+        snap.mkdir(parents=True)
+        (snap / "dev.json").write_text(json.dumps({"step": step, "dev_ppl": 100.0}))
+    snaps = str(tmp_path / "snapshots")
+    every = [Path(p).name for p in curve._expand([snaps, "other=90"], every=5000)]
+    assert every == ["step_0005000", "step_0010000", "other=90"]
+    assert len(curve._expand([snaps])) == 4
 
 
 def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
