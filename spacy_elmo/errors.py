@@ -50,6 +50,9 @@ class Errors(metaclass=Catalogue):
     # Inputs and devices (E010-E019)
     E010 = ("Line {line} of '{path}' is not valid UTF-8 ({err}). Re-encode the file as UTF-8, "
             "e.g. `iconv -f latin1 -t utf-8`.")
+    E011 = ("'{path}' holds {what} that the options do not use ({names}): the options "
+            "describe a smaller model than these weights, and loading would silently drop "
+            "parts of it. Use the options.json written with these weights.")
     E012 = "Unknown value {value!r} for {name}; choose one of {choices}."
     E013 = ("Character ids must be a (batch, tokens, {n_chars}) integer tensor; got shape "
             "{shape} and dtype {dtype}.")
@@ -130,6 +133,10 @@ class Errors(metaclass=Catalogue):
             "before this one in the pipeline, or it is not initialized. Add an `elmo` "
             "component earlier in the pipeline and call nlp.initialize() (it initializes in "
             "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v2` for a private biLM.")
+    E054 = ("The task's layer mix was trained on ELMo vectors of width {expected}, but the "
+            "biLM now gives width {found}: the `elmo` component's weights were changed after "
+            "this task was trained. Use the biLM the pipeline was trained with, or train the "
+            "task again.")
     E055 = ("This doc has no ELMo vectors (doc._.elmo is None): run the `elmo` component on "
             "it, or restore it from a DocBin saved with store_user_data=True.")
     E056 = ("An ELMo listener is being trained on docs without ELMo layers: the `elmo` "
@@ -207,11 +214,22 @@ class Errors(metaclass=Catalogue):
             "beforehand (spaces between words) and use '--lang whitespace'.")
     E118 = ("--options {text!r} is not a JSON object of option overrides ({err}). Write e.g. "
             "--options '{{\"lstm_dim\": 512, \"n_highway\": 1}}' (keys as in the presets).")
-    E119 = ("The checkpoint '{path}' is damaged: its tensors do not match the checksum "
-            "written with them, so training from it would continue from wrong weights. "
+    E119 = ("The checkpoint '{path}' is damaged: its content does not match the checksum "
+            "written with it, so training from it would continue from wrong weights or data. "
             "Resume from a copy of the run (or an earlier checkpoint), or start again.")
     E120 = ("Stopped by {signal} outside the training loop; files already written are "
             "intact (continue with --resume if the run has a checkpoint).")
+    E121 = ("--resume and --overwrite contradict each other: --resume continues the run "
+            "in '{path}', --overwrite replaces it. Give one of them.")
+    E122 = ("The output directory '{path}' holds files that are not a pretraining run's "
+            "({names}); a run would mix its files with them or replace some of them. Choose an "
+            "empty or new directory.")
+    E123 = ("The {what} '{input}' lies inside the run directory '{path}', where a new run "
+            "replaces '{name}' before it starts. Move it out of the run directory first.")
+    E124 = ("The vocabulary '{path}' lists {word!r} more than once (lines {first} and "
+            "{second}). Give each word once.")
+    E125 = ("'{path}' could not be read as a pretraining checkpoint: it is damaged ({err}). "
+            "Resume from a copy of the run, or from its last snapshot with --init-weights.")
 
 
 class Warnings(metaclass=Catalogue):

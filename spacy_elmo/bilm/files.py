@@ -96,6 +96,11 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def is_temporary(name: str) -> bool:
+    """Whether `name` is a temporary file of `atomic_write` (any host, any process)."""
+    return _TMP_NAME.match(name) is not None
+
+
 def sweep_stale(directory: Path) -> None:
     """Remove temporary files of this host's processes that no longer run (killed with
     SIGKILL, or the machine lost power, while they wrote)."""

@@ -4,6 +4,7 @@ load a biLM from wherever `sources.locate` finds it."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
@@ -58,31 +59,83 @@ def _cell_prefix(direction: int, layer: int) -> str:
 
 
 def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
-    """All datasets of a weights file, checked against the options' shapes."""
+    """All datasets of a weights file, checked against the options' shapes; layers the
+    options leave out (highway, LSTM, convolution) are an error, not silently dropped."""
     path = Path(path)
     if not path.exists():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-    arrays: Dict[str, np.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:
-            for name, shape in _hdf5_names(options):
-                if name not in f:
-                    hint = ("It may be another model's HDF5 file; ELMo weights files come as "
-                            "`*_weights.hdf5` from AllenNLP/bilm-tf, or from `spacy-elmo "
-                            "export` for models pretrained here." if "char_embed" not in f else
-                            "The options may describe a different model (layers, highway).")
-                    raise ElmoError(Errors.E003.format(path=path, name=name, hint=hint))
-                data = f[name]
-                if tuple(data.shape) != shape:
-                    raise ElmoError(Errors.E004.format(name=name, path=path,
-                                                       found=tuple(data.shape), expected=shape))
-                arrays[name] = np.asarray(data[...], dtype=np.float32)
+            arrays = {name: _read_dataset(f, path, name, shape)
+                      for name, shape in _hdf5_names(options)}
+            _check_unused(f, path, options)
     except ElmoError:
         raise
     except (OSError, KeyError, ValueError) as err:
         raise ElmoError(Errors.E002.format(path=path, kind="an HDF5 weights file" + _sniff(path),
                                            err=err)) from err
     return arrays
+
+
+def _read_dataset(f: h5py.File, path: Path, name: str, shape: Tuple[int, ...]) -> np.ndarray:
+    """One dataset of the layout as float32, checked to be a dataset of `shape`."""
+    data = f.get(name)
+    if not isinstance(data, h5py.Dataset):
+        if data is not None:
+            hint = f"'{name}' is an HDF5 group there, not a dataset."
+        elif "char_embed" in f:
+            hint = "The options may describe a different model (layers, highway)."
+        else:
+            hint = ("It may be another model's HDF5 file; ELMo weights files come as "
+                    "`*_weights.hdf5` from AllenNLP/bilm-tf, or from `spacy-elmo "
+                    "export` for models pretrained here.")
+        raise ElmoError(Errors.E003.format(path=path, name=name, hint=hint))
+    if tuple(data.shape) != shape:
+        raise ElmoError(Errors.E004.format(name=name, path=path, found=tuple(data.shape),
+                                           expected=shape))
+    return np.asarray(data[...], dtype=np.float32)
+
+
+# Datasets of layers that the options can leave out, by the kind of layer (E011): the index
+# of the layer is the first group. Other datasets a file may hold are not read, nor refused.
+_NUMBERED = (
+    ("highway layers", re.compile(r"CNN_high_(\d+)/")),
+    ("LSTM layers", re.compile(r"RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/")),
+    ("convolution filters", re.compile(r"CNN/[Wb]_cnn_(\d+)$")),
+)
+
+
+def _check_unused(f: h5py.File, path: Path, options: BiLMOptions) -> None:
+    """Raise E011 when the file holds layers beyond those the options describe."""
+    used = {"highway layers": options.n_highway, "LSTM layers": options.n_layers,
+            "convolution filters": len(options.filters)}
+    unused: Dict[str, List[str]] = {}
+    for name in _dataset_names(f):
+        for what, pattern in _NUMBERED:
+            match = pattern.match(name)
+            if match and int(match.group(1)) >= used[what]:
+                unused.setdefault(what, []).append(name)
+    if unused:
+        names = [n for found in unused.values() for n in found]
+        shown = ", ".join(names[:4]) + (f", ... ({len(names)} datasets)" if len(names) > 4
+                                        else "")
+        raise ElmoError(Errors.E011.format(path=path, what=" and ".join(unused), names=shown))
+
+
+def _dataset_names(f: h5py.File) -> List[str]:
+    """The names of all datasets in a file, sorted."""
+    names: List[str] = []
+    f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset)
+                 else None)
+    return sorted(names)
+
+
+def is_hdf5(path: Path) -> bool:
+    """Whether a file is HDF5 (weights, a softmax, vectors...), whatever it holds."""
+    try:
+        return bool(h5py.is_hdf5(os.fspath(path)))
+    except (OSError, ValueError):
+        return False
 
 
 def _sniff(path: Path) -> str:

@@ -13,8 +13,11 @@ from wasabi import msg
 
 from ..bilm.files import Terminated, write_text
 from ..errors import ElmoError, Errors, Warnings
-from ..validation import check_all, integer
+from ..validation import check_all, integer, regex
 from . import app, fail, warn
+
+# the files of an export (`spacy-elmo export`): one of them in OUTPUT is a model there
+EXPORTED = ("options.json", "weights.hdf5", "vocab.txt", "softmax.hdf5")
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
                "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
@@ -123,6 +126,8 @@ def pretrain_cli(
             cfg = PretrainConfig(**{k: v for k, v in flags.items() if v is not None})
         if not cfg.train:
             raise ElmoError(Errors.E113)
+        if resume and overwrite:
+            raise ElmoError(Errors.E121.format(path=cfg.output))
         if resume and not (Path(cfg.output) / CHECKPOINT_NAME).exists():
             msg.info(f"No checkpoint in {cfg.output} yet: starting the run.")
             resume = False
@@ -162,12 +167,16 @@ def parse_options(text: Optional[str]) -> Optional[Dict[str, Any]]:
 def export_cli(
     checkpoint: Path = typer.Argument(..., help="A run directory or its checkpoint.pt"),
     output: Path = typer.Argument(..., help="Directory for options.json + weights.hdf5"),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace a model already in OUTPUT"),
 ) -> None:
     """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
     vocab.txt, and the softmax in softmax.hdf5."""
     from ..pretrain.checkpoint import export
 
     try:
+        if not overwrite and any((output / name).exists() for name in EXPORTED):
+            raise ElmoError(Errors.E026.format(output=output))
         paths = export(checkpoint, output)
     except ElmoError as err:
         fail(str(err))
@@ -205,6 +214,11 @@ def perplexity_cli(
                   {"--rows": integer(1), "--window": integer(1),
                    "--max-tokens": integer(1, optional=True),
                    "--threads": integer(1, optional=True)}, Errors.E020)
+        check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
+                  Errors.E020)
+        if output is not None and output.is_dir():
+            raise ElmoError(Errors.E009.format(path=output, err="it is a directory; give a "
+                                                                 "file name for the JSON"))
         if threads:
             torch.set_num_threads(threads)
         lm, vocab = load_lm(model)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
+import srsly
+from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
@@ -16,7 +19,7 @@ from thinc.types import Floats3d
 from ..bilm.sources import FORMATS
 from ..errors import ElmoError, Errors
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm, load_weights
+from .elmo_model import has_bilm, load_weights, reading
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener, replace_listener, replace_listener_cfg
 
@@ -158,6 +161,33 @@ class ElmoComponent(TrainablePipe):
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
         self.ensure_loaded()
         super().to_disk(path, exclude=exclude)
+
+    # loading: damaged data is an error that names the file --------------------------------
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()
+                   ) -> ElmoComponent:
+        with reading(f"the `{self.name}` component's serialized bytes",
+                     f"the `{self.name}` component"):
+            super().from_bytes(bytes_data, exclude=exclude)
+        return self
+
+    def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
+        """As TrainablePipe.from_disk, with each file read under `reading` (its own name)."""
+        self._validate_serialization_attrs()
+        readers: Dict[str, Callable[[Path], Any]] = {
+            "cfg": self._read_cfg,
+            "vocab": lambda p: self.vocab.from_disk(p, exclude=exclude),
+            "model": self._read_model}
+        util.from_disk(path, readers, exclude)
+        return self
+
+    def _read_cfg(self, path: Path) -> None:
+        if path.exists():
+            with reading(str(path), f"the `{self.name}` component's settings (JSON)"):
+                self.cfg.update(srsly.read_json(path))
+
+    def _read_model(self, path: Path) -> None:
+        with reading(str(path), f"the `{self.name}` component's biLM"):
+            self.model.from_bytes(path.read_bytes())
 
     # running --------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:

@@ -273,6 +273,7 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
     inner = model.layers[0]
     for mix in scalar_mixes(inner):
         mix.set_dim("nL", dims_from.get_dim("nL"), force=True)
+        mix.set_dim("nI", dims_from.get_dim("nO"), force=True)
     inner.initialize(X=X)
     width = model.attrs["width"]
     if width is None:

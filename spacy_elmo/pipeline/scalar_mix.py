@@ -22,8 +22,10 @@ def ScalarMix(*, n_layers: Optional[int] = None, layer_norm: bool = False,
     layer_norm normalises each layer of each token over its width (no learned scale),
     so a doc's vectors never depend on the rest of the batch. dropout applies to the mixed
     vectors during training; it is this layer's own setting, not [training] dropout.
+    The width of the layers is recorded at initialization (dim nI; saved with the model),
+    so that a biLM of another width under a trained mix is an error that says so.
     """
-    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers},
+    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers, "nI": None},
                  params={"w": None, "gamma": None},
                  attrs={"layer_norm": layer_norm, "elmo_dropout": dropout})
 
@@ -37,6 +39,7 @@ def _init(model: Model, X: Optional[List[Floats3d]] = None, Y: Optional[object] 
           ) -> None:
     if X is not None and len(X):
         model.set_dim("nL", X[0].shape[0], force=True)
+        model.set_dim("nI", X[0].shape[2], force=True)
     n = model.get_dim("nL")
     model.set_param("w", model.ops.alloc1f(n))
     gamma = model.ops.alloc1f(1)
@@ -54,6 +57,7 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     X: Any = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
     if X.shape[0] != n_layers:
         raise ElmoError(Errors.E059.format(expected=n_layers, found=X.shape[0]))
+    _check_width(model, Xs)
     if model.attrs["layer_norm"]:
         mean = X.mean(axis=-1, keepdims=True)
         std = xp.sqrt(((X - mean) ** 2).mean(axis=-1, keepdims=True) + EPS)
@@ -90,6 +94,14 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
         return _split(ops.asarray(dX, dtype="float32"), lengths)
 
     return _split(Y, lengths, axis=0), backprop
+
+
+def _check_width(model: Model, Xs: List[Floats3d]) -> None:
+    """The layers must have the width the mix was initialized on (mixes saved before the
+    width was recorded have none, and are not checked)."""
+    expected = model.get_dim("nI") if model.has_dim("nI") else None
+    if Xs and expected is not None and Xs[0].shape[2] != expected:
+        raise ElmoError(Errors.E054.format(expected=expected, found=Xs[0].shape[2]))
 
 
 def _split(X: Any, lengths: List[int], axis: int = 1) -> list:

@@ -6,6 +6,8 @@ import hashlib
 import os
 import pickle
 import shutil
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Union
 
@@ -18,7 +20,7 @@ from ..bilm.files import atomic_write
 from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
-from ..bilm.weights import save_bilm, write_hdf5
+from ..bilm.weights import is_hdf5, save_bilm, write_hdf5
 from ..errors import ElmoError, Errors
 from .vocab import VOCAB_NAME, Vocab
 
@@ -27,7 +29,10 @@ SOFTMAX_NAME = "softmax.hdf5"
 SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_INFO = "dev.json"
 FORMAT = "spacy-elmo-pretrain/1"
-CHECKSUM = "tensors_sha256"
+# The checksum over the whole content (tensors and everything else) that checkpoints carry;
+# those of earlier versions carry one over their tensors only, which is checked instead.
+CHECKSUM = "content_sha256"
+TENSORS_CHECKSUM = "tensors_sha256"
 # Settings that checkpoints recorded only from a later version on, with the value an earlier
 # run had: before the shuffle buffer existed, runs read their files in order.
 IMPLIED_SETTINGS = {"shuffle_buffer": 0}
@@ -36,10 +41,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
     """Write with torch.save to a temp file beside `path`, then rename over it: a failed
-    write leaves the previous checkpoint as it was. A checksum of every tensor goes with
-    it, so that damage to the file later is found on loading."""
+    write leaves the previous checkpoint as it was. A checksum of the whole content goes
+    with it, so that damage to the file later is found on loading."""
     data = {"format": FORMAT, **payload}
-    data[CHECKSUM] = tensors_checksum(data)
+    data[CHECKSUM] = content_checksum(data)
     try:
         # through a Python file: a failed write then says why (e.g. a full disk)
         with atomic_write(path, ".pt") as tmp, open(tmp, "wb") as f:
@@ -48,9 +53,54 @@ def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
         raise ElmoError(Errors.E109.format(path=path, err=err)) from err
 
 
+def content_checksum(data: Dict[str, Any]) -> str:
+    """SHA-256 over a canonical walk of a checkpoint (less its checksums): containers with
+    their type and length, dict items in key order, tensors by dtype, shape and bytes,
+    other values by type and an exact text form."""
+    digest = hashlib.sha256()
+    _walk(digest, {k: v for k, v in data.items() if k not in (CHECKSUM, TENSORS_CHECKSUM)})
+    return digest.hexdigest()
+
+
+def _walk(digest: Any, value: Any) -> None:
+    """Feed one value of a checkpoint into `digest` (see `content_checksum`)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"T{t.dtype}{tuple(value.shape)};".encode())
+        digest.update(t.view(torch.uint8).numpy().data)
+    elif isinstance(value, dict):
+        digest.update(f"{type(value).__name__}{len(value)};".encode())
+        for key in sorted(value, key=lambda k: (type(k).__name__, str(k))):
+            _leaf(digest, key)
+            _walk(digest, value[key])
+        extra = getattr(value, "__dict__", None)  # e.g. a state_dict's `_metadata`
+        if extra:
+            _walk(digest, dict(extra))
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__}{len(value)};".encode())
+        for item in value:
+            _walk(digest, item)
+    else:
+        _leaf(digest, value)
+
+
+def _leaf(digest: Any, value: Any) -> None:
+    """Feed a value that holds no others into `digest`, with its type and length."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+    elif isinstance(value, bytes):
+        raw = value
+    elif isinstance(value, float):
+        raw = value.hex().encode()
+    else:  # None, bool, int, and the few other types torch's weights_only loading allows
+        raw = repr(value).encode()
+    digest.update(f"{type(value).__name__}{len(raw)}:".encode())
+    digest.update(raw)
+
+
 def tensors_checksum(data: Any) -> str:
     """SHA-256 over every tensor in `data` (dicts, lists), with its place, dtype and
-    shape; other values are not included (damage there fails unpickling instead)."""
+    shape; other values are not included. Checkpoints of earlier versions carry it."""
     digest = hashlib.sha256()
 
     def walk(value: Any, where: str) -> None:
@@ -60,7 +110,7 @@ def tensors_checksum(data: Any) -> str:
             digest.update(t.view(torch.uint8).numpy().data)
         elif isinstance(value, dict):
             for key in sorted(value, key=str):
-                if key != CHECKSUM:
+                if key != TENSORS_CHECKSUM:
                     walk(value[key], f"{where}/{key}")
         elif isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
@@ -78,20 +128,31 @@ def checkpoint_path(path: PathLike) -> Path:
 
 def load_checkpoint(path: PathLike) -> Dict[str, Any]:
     """A checkpoint's contents (tensors only, no code: torch's weights_only loading),
-    checked against its checksum where it has one (files written before checksums load
-    unchecked)."""
+    checked against its checksum: over the whole content, or over the tensors for
+    checkpoints of earlier versions (those written before checksums load unchecked)."""
     path = checkpoint_path(path)
     if not path.exists():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a corrupt or foreign file
-        raise ElmoError(Errors.E108.format(path=path, err=_load_failure(err))) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise _unreadable(path, err) from None
+    if not isinstance(data, dict):
         raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
-    if CHECKSUM in data and data[CHECKSUM] != tensors_checksum(data):
+    if not _checksum_matches(data):  # before the format, which damage can change too
         raise ElmoError(Errors.E119.format(path=path))
+    if data.get("format") != FORMAT:
+        raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
     return upgrade(data)
+
+
+def _checksum_matches(data: Dict[str, Any]) -> bool:
+    """Whether a loaded checkpoint matches the checksum it carries (True without one)."""
+    if CHECKSUM in data:
+        return bool(data[CHECKSUM] == content_checksum(data))
+    if TENSORS_CHECKSUM in data:
+        return bool(data[TENSORS_CHECKSUM] == tensors_checksum(data))
+    return True
 
 
 def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
@@ -106,14 +167,65 @@ def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
     return data
 
 
-def _load_failure(err: Exception) -> str:
-    """Why torch could not load a file, without its advice to load untrusted pickles."""
-    if isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err):
-        return ("it holds Python objects other than tensors and plain data, which a "
-                "spacy-elmo checkpoint never does; it was not loaded, since loading such a "
-                "file can run code")
-    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return first[:300]
+def _unreadable(path: Path, err: Exception) -> ElmoError:
+    """The error for a file torch could not load: E125 for a damaged checkpoint, else E108
+    (not a checkpoint at all)."""
+    if is_hdf5(path):
+        return ElmoError(Errors.E108.format(path=path, err=(
+            "it is an HDF5 file, e.g. a biLM's weights.hdf5: a weights file is already an "
+            "export, usable as it is; `spacy-elmo export` and `perplexity` take a pretraining "
+            "run directory or its checkpoint.pt")))
+    damage = _damage(path, err)
+    if damage is not None:
+        return ElmoError(Errors.E125.format(path=path, err=damage))
+    if _foreign_pickle(err):
+        return ElmoError(Errors.E108.format(path=path, err=(
+            "it holds Python objects other than tensors and plain data, which a "
+            "spacy-elmo checkpoint never does; it was not loaded, since loading such a "
+            "file can run code")))
+    return ElmoError(Errors.E108.format(path=path, err=_first_line(err)[:300]))
+
+
+def _damage(path: Path, err: Exception) -> Optional[str]:
+    """What is wrong with an archive that torch.save wrote (it holds a `data.pkl`) but torch
+    cannot load: unreadable, bytes that do not match their CRC-32, or a structure torch
+    refuses. None for other files, and for an intact archive whose pickle torch rejected:
+    that pickle is as written, and really holds foreign objects."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if not any(n.split("/")[-1] == "data.pkl" for n in archive.namelist()):
+                return None
+            bad = archive.testzip()
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as zip_err:
+        if not _torch_archive_head(path):
+            return None
+        return f"its archive cannot be read, e.g. the file was cut short: {zip_err}"
+    if bad is not None:
+        return f"the bytes of '{bad}' in it do not match the CRC-32 written with them"
+    if _foreign_pickle(err):
+        return None
+    return "torch cannot read its archive: " + _first_line(err).split(". ")[0][:200]
+
+
+def _torch_archive_head(path: Path) -> bool:
+    """Whether a file begins as torch.save's archives do: a zip entry `.../data.pkl`."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.startswith(b"PK\x03\x04") and b"data.pkl" in head
+
+
+def _foreign_pickle(err: Exception) -> bool:
+    """Whether torch's weights_only loading refused what a pickle holds."""
+    return isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err)
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an error's message (its type's name when it has none)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def model_from_checkpoint(data: Dict[str, Any]) -> BiLanguageModel:

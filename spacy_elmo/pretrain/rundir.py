@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..bilm.files import sweep_stale, write_text
+from ..bilm.files import is_temporary, sweep_stale, write_text
 from ..errors import ElmoError, Errors
 from .checkpoint import CHECKPOINT_NAME, SNAPSHOT_DIR
 from .config import FROZEN_KEYS, PretrainConfig
@@ -28,14 +29,54 @@ OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_deca
 
 
 def check_output(out: Path, *, resume: bool, overwrite: bool) -> None:
-    """Raise unless the directory may be used as asked (read-only: safe on every rank)."""
+    """Raise unless the directory may be used as asked (read-only: safe on every rank).
+
+    A new run goes into a new or empty directory, the leftovers of a start that failed
+    before its first checkpoint, or (with `overwrite`) a run; never into a directory of
+    other files (an export, a pipeline), whose vocab.txt or config.json it would replace."""
     if out.exists() and not out.is_dir():
         raise ElmoError(Errors.E028.format(path=out, what="--output is the run directory"))
     if resume:
         if not (out / CHECKPOINT_NAME).exists():
             raise ElmoError(Errors.E107.format(path=out, name=CHECKPOINT_NAME))
-    elif any((out / name).exists() for name in RUN_RESULTS) and not overwrite:
-        raise ElmoError(Errors.E106.format(path=out, what="pretraining run"))
+    elif any((out / name).exists() for name in RUN_RESULTS):
+        if not overwrite:
+            raise ElmoError(Errors.E106.format(path=out, what="pretraining run"))
+    elif out.is_dir():
+        foreign = [entry.name for entry in sorted(out.iterdir()) if not _leftover(entry)]
+        if foreign:
+            raise ElmoError(Errors.E122.format(path=out, names=", ".join(foreign[:5])))
+
+
+def _leftover(entry: Path) -> bool:
+    """A file a failed start of a run leaves (or its log, or a temporary file)."""
+    if entry.name == CONFIG_NAME:
+        try:
+            data = json.loads(entry.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(data, dict) and set(data) <= {f.name for f in fields(PretrainConfig)}
+    return (entry.name in RUN_FILES and entry.is_file() or entry.suffix == ".log"
+            or is_temporary(entry.name))
+
+
+def check_inputs(config: PretrainConfig, out: Path) -> None:
+    """Refuse inputs that a new start in `out` would delete or replace before reading
+    them: a file named as one of the run's, or anything in its model/ or snapshots/."""
+    owned = [(out / name).resolve() for name in RUN_FILES + RUN_DIRS]
+    inputs: List[Tuple[str, Optional[str]]] = [
+        ("--vocab", config.vocab), ("--init-weights", config.init_weights),
+        ("--init-options", config.init_options)]
+    inputs += [("training file", str(f)) for f in resolve_files(config.train)]
+    inputs += [("dev file", str(f)) for f in resolve_files(config.dev)] if config.dev else []
+    for what, given in inputs:
+        if given is None or "://" in given:
+            continue
+        path = Path(given).resolve()
+        hit = next((o for o in owned if path == o or o in path.parents), None)
+        if hit is not None:
+            raise ElmoError(Errors.E123.format(what=what, input=given, path=out,
+                                               name=hit.name))
 
 
 def clear_run(out: Path) -> None:

@@ -47,6 +47,7 @@ from .rundir import (
     CURVES_NAME,
     METRICS_NAME,
     MODEL_DIR,
+    check_inputs,
     check_optimizer,
     check_output,
     check_resume,
@@ -195,22 +196,22 @@ def make_optimizer(config: PretrainConfig, model: BiLanguageModel) -> torch.opti
                                fused=True)
 
 
-def make_vocab(config: PretrainConfig, ctx: ddp.DistContext, files: List[Path],
-               settings: TextSettings, exported: Optional[Vocab] = None) -> Vocab:
+def choose_vocab(config: PretrainConfig, files: List[Path], settings: TextSettings,
+                 exported: Optional[Vocab] = None) -> Vocab:
     """The given vocabulary file, else the --init-weights export's, else one counted on the
-    corpus by rank 0; saved in the run directory and read back by the other ranks."""
-    out = Path(config.output)
-    if ctx.is_main:
-        if config.vocab is not None:
-            vocab = Vocab.from_file(Path(config.vocab))
-        elif exported is not None:
-            vocab = exported
-        else:
-            vocab = build_vocab(files, settings, size=config.vocab_size,
-                                min_count=config.min_count, max_tokens=config.vocab_max_tokens)
-        vocab.to_file(out / VOCAB_NAME)
-    ddp.barrier(ctx)
-    return vocab if ctx.is_main else Vocab.from_file(out / VOCAB_NAME)
+    corpus."""
+    if config.vocab is not None:
+        return Vocab.from_file(Path(config.vocab))
+    if exported is not None:
+        return exported
+    return build_vocab(files, settings, size=config.vocab_size, min_count=config.min_count,
+                       max_tokens=config.vocab_max_tokens)
+
+
+def check_vocab(config: PretrainConfig, vocab: Vocab) -> None:
+    """The sampled softmax draws its negatives from the vocabulary: it must be larger."""
+    if config.n_negatives >= len(vocab):
+        raise ElmoError(Errors.E102.format(n_vocab=len(vocab), n_negatives=config.n_negatives))
 
 
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
@@ -242,18 +243,30 @@ class Trainer:
     def start(cls, config: PretrainConfig, ctx: ddp.DistContext, *, overwrite: bool,
               progress: bool) -> Trainer:
         """A new run in `config.output` (replacing one there only with `overwrite`): the
-        biLM fresh or from --init-weights, the vocabulary given or counted."""
+        biLM fresh or from --init-weights, the vocabulary given or counted. Everything is
+        read and checked before rank 0 clears the directory, so a start that fails leaves
+        what was there."""
         out = Path(config.output)
         check_output(out, resume=False, overwrite=overwrite)
-        ddp.barrier(ctx)
-        if ctx.is_main:  # check_output let only an --overwrite or a failed start here
-            clear_run(out)
-            out.mkdir(parents=True, exist_ok=True)
+        check_inputs(config, out)
         torch.manual_seed(config.seed)
         bilm = make_bilm(config)
         exported = exported_softmax(config, bilm)
-        vocab = make_vocab(config, ctx, resolve_files(config.train), config.text_settings(),
-                           None if exported is None else exported.vocab)
+        settings = config.text_settings()
+        vocab = None
+        if ctx.is_main:
+            vocab = choose_vocab(config, resolve_files(config.train), settings,
+                                 None if exported is None else exported.vocab)
+            check_vocab(config, vocab)
+            if config.dev:
+                read_dev(config, settings, vocab)  # its errors, before anything is cleared
+        ddp.barrier(ctx)  # every rank checked the directory before rank 0 clears it
+        if vocab is not None:  # rank 0
+            clear_run(out)
+            out.mkdir(parents=True, exist_ok=True)
+            vocab.to_file(out / VOCAB_NAME)
+        ddp.barrier(ctx)
+        vocab = vocab if vocab is not None else Vocab.from_file(out / VOCAB_NAME)
         model = BiLanguageModel(bilm, len(vocab))
         if config.init_weights is not None:
             init_softmax(model, vocab, exported)
@@ -307,9 +320,7 @@ class Trainer:
         bilm = model.bilm
         self.options = bilm.options.to_json_dict()
         self.frozen = frozen_settings(config, self.options)
-        if config.n_negatives >= len(vocab):
-            raise ElmoError(Errors.E102.format(n_vocab=len(vocab),
-                                               n_negatives=config.n_negatives))
+        check_vocab(config, vocab)
         model.n_negatives = config.n_negatives
         model.dropout.p = config.dropout
         bilm.set_dropout(config.dropout)
@@ -480,6 +491,8 @@ class Trainer:
 def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False,
           progress: bool = True) -> TrainResult:
     """Run (or resume) pretraining; under torchrun, every process calls this."""
+    if resume and overwrite:
+        raise ElmoError(Errors.E121.format(path=config.output))
     if config.threads:
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)

@@ -40,10 +40,30 @@ class Vocab:
 
     @classmethod
     def from_file(cls, path: Path) -> Vocab:
+        """One word a line (anything after a tab, such as a count, is ignored)."""
         if not path.exists():
             raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return cls([line.split("\t")[0] for line in lines if line])
+        try:
+            data = path.read_bytes()
+        except OSError as err:  # a directory, or not readable
+            raise ElmoError(Errors.E022.format(path=path)) from err
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            at = data[: err.start].count(b"\n") + 1
+            raise ElmoError(Errors.E010.format(line=at, path=path, err=err.reason)) from err
+        seen: Dict[str, int] = {}
+        words = []
+        for number, line in enumerate(text.splitlines(), 1):
+            word = line.split("\t")[0]
+            if not line:
+                continue
+            if word in seen:
+                raise ElmoError(Errors.E124.format(path=path, word=word, first=seen[word],
+                                                   second=number))
+            seen[word] = number
+            words.append(word)
+        return cls(words)
 
     def to_file(self, path: Path) -> None:
         write_text(path, "".join(w + "\n" for w in self.words))

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -89,6 +90,39 @@ def test_options_with_other_layer_count(weights_copy):
     with pytest.raises(ElmoError, match="no dataset 'CNN_high_1/W_carry'.*different model"):
         load_bilm(weights_copy)
 
+
+
+@pytest.mark.parametrize("change,what,name", [
+    ({"n_highway": 0}, "highway layers", "CNN_high_0/W_carry"),
+    ({"n_layers": 1}, "LSTM layers", "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
+])
+def test_options_with_fewer_layers_than_the_weights(weights_copy, change, what, name):
+    """Options asking for fewer layers than the file holds loaded silently and gave wrong
+    vectors; the file's extra layers are named."""
+    TINY_OPTIONS.replace(**change).to_file(weights_copy / "options.json")
+    with pytest.raises(ElmoError, match=f"holds {what} that the options do not use") as info:
+        load_bilm(weights_copy)
+    assert name in str(info.value)
+    assert name in fail("info", weights_copy)
+
+
+def test_datasets_outside_the_layers_do_not_count_as_unused(weights_copy):
+    """Only layers the options can leave out are refused; other datasets are not read."""
+    with h5py.File(weights_copy / "weights.hdf5", "r+") as f:
+        f["notes/char_rows"] = np.arange(3.0)
+    loaded = load_bilm(weights_copy / "weights.hdf5", weights_copy / "options.json")
+    assert torch.equal(loaded.encoder.char_embedding.weight,
+                       make_random_bilm().encoder.char_embedding.weight)
+
+
+def test_group_where_a_dataset_is_expected(weights_copy):
+    """A group in a dataset's place raised AttributeError: 'Group' object has no attribute
+    'shape'."""
+    with h5py.File(weights_copy / "weights.hdf5", "r+") as f:
+        del f["CNN_proj/W_proj"]
+        f.create_group("CNN_proj/W_proj")
+    with pytest.raises(ElmoError, match="no dataset 'CNN_proj/W_proj'.*is an HDF5 group"):
+        load_bilm(weights_copy)
 
 def test_truncated_hdf5(weights_copy):
     path = weights_copy / "weights.hdf5"

@@ -1,5 +1,6 @@
 """Saved and copied pipelines: complete before first use, the size of their weights when
-pickled, and listeners of a frozen `elmo` component that say what to do."""
+pickled, listeners of a frozen `elmo` component that say what to do, a biLM of another width
+under a trained task, and damaged files that are named."""
 
 import pickle
 import shutil
@@ -12,7 +13,7 @@ from spacy.training import Example
 from spacy.training.initialize import init_nlp
 from thinc.api import Config
 
-from spacy_elmo.bilm import WordCache, batch_to_ids, load_bilm, save_bilm
+from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pipeline import ElmoListener
 
@@ -118,3 +119,145 @@ def test_listeners_of_a_frozen_elmo_component(weights_dir, annotating):
     else:
         with pytest.raises(ElmoError, match="frozen_components.*annotating_components"):
             nlp.update(examples, **update)
+
+
+# A biLM of another width under a trained task -------------------------------------------
+
+NARROW = BiLMOptions(lstm_dim=12, projection_dim=5, n_layers=2, char_embed_dim=4,
+                     filters=((1, 4), (2, 4), (3, 8)), n_highway=1)  # output width 10
+
+
+@pytest.fixture(scope="module")
+def narrow_weights(tmp_path_factory):
+    out = tmp_path_factory.mktemp("narrow_bilm")
+    save_bilm(make_random_bilm(NARROW), out)
+    return out
+
+
+def _ner_pipeline(weights_dir, tok2vec):
+    config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
+    config["components"]["elmo"]["weights"] = str(weights_dir)
+    config["components"]["ner"]["model"]["tok2vec"].update(tok2vec)
+    if tok2vec.get("@architectures") == "spacy-elmo.ElmoTok2Vec.v2":
+        config["nlp"]["pipeline"] = ["ner"]
+        config["components"]["ner"]["model"]["tok2vec"]["elmo"] = \
+            config["components"].pop("elmo")["model"]
+        del config["components"]["ner"]["model"]["tok2vec"]["upstream"]
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
+    nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=nlp.create_optimizer())
+    return nlp, examples
+
+
+@pytest.mark.parametrize("width", [None, 96])
+def test_a_biLM_of_another_width_under_a_trained_listener(weights_dir, narrow_weights,
+                                                           tmp_path, width):
+    """The ner's mix was trained on width 12; after the `elmo` component was given a biLM
+    of width 10, predicting failed deep in the ner ("Shape mismatch for blis.gemm")."""
+    nlp, examples = _ner_pipeline(weights_dir, {"width": width, "encode": None}
+                                  if width is None else {"width": width})
+    nlp.to_disk(tmp_path / "p")
+    loaded = spacy.load(tmp_path / "p")
+    elmo = loaded.get_pipe("elmo")
+    elmo.cfg["weights"] = str(narrow_weights)
+    elmo.initialize(lambda: examples)
+    assert elmo.model.get_dim("nO") == 10
+    with pytest.raises(ElmoError, match=r"\[E054\] .* width 12, but the biLM now gives "
+                                        r"width 10"):
+        loaded("Alice went to Paris today .")
+    with pytest.raises(ElmoError, match=r"\[E054\]"):  # and in training
+        loaded.update(examples, sgd=loaded.create_optimizer())
+    # with the biLM it was trained with, the task works again
+    elmo.cfg["weights"] = str(weights_dir)
+    elmo.initialize(lambda: examples)
+    text = "Alice went to Paris today ."
+    assert [e.text for e in loaded(text).ents] == [e.text for e in nlp(text).ents]
+
+
+def test_a_private_biLM_of_another_width_under_a_trained_mix(weights_dir, narrow_weights):
+    from spacy_elmo.pipeline.elmo_model import load_weights
+
+    nlp, examples = _ner_pipeline(
+        weights_dir, {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
+                      "weights": str(weights_dir)})
+    private = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo")
+    load_weights(private, str(narrow_weights), None)
+    with pytest.raises(ElmoError, match=r"\[E054\] .* width 12, but the biLM now gives "
+                                        r"width 10"):
+        nlp("Alice went to Paris today .")
+
+
+# A damaged saved pipeline ----------------------------------------------------------------
+
+def _saved_elmo(weights_dir, path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir)})
+    nlp.to_disk(path)
+    return nlp
+
+
+def test_a_truncated_elmo_model_file_is_named(weights_dir, tmp_path):
+    """A truncated elmo/model gave "ValueError: Unpack failed: incomplete input"."""
+    _saved_elmo(weights_dir, tmp_path / "p")
+    model = tmp_path / "p" / "elmo" / "model"
+    data = model.read_bytes()
+    model.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*elmo.model' as .*"
+                                        r"incomplete input"):
+        spacy.load(tmp_path / "p")
+    fresh = spacy.blank("en")
+    fresh.add_pipe("elmo", config={"weights": str(weights_dir)})
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read 'the `elmo` component's "
+                                        r"serialized bytes'"):
+        fresh.get_pipe("elmo").from_bytes(data[: len(data) // 2])
+
+
+def _flip_a_tensor_byte(data: bytes, bilm) -> bytes:
+    """`data` with the low bit of the first float of the biLM's projection weights flipped:
+    a damage that torch.load and thinc do not notice."""
+    tensor = bilm.encoder.projection.weight.detach().contiguous().numpy().tobytes()
+    at = data.index(tensor[:64])
+    assert data.find(tensor[:64], at + 1) == -1
+    damaged = bytearray(data)
+    damaged[at] ^= 0x01
+    return bytes(damaged)
+
+
+def test_a_flipped_byte_in_the_saved_tensors_is_found(weights_dir, tmp_path):
+    """The damaged weights loaded silently, giving slightly different vectors."""
+    nlp = _saved_elmo(weights_dir, tmp_path / "p")
+    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    model = tmp_path / "p" / "elmo" / "model"
+    model.write_bytes(_flip_a_tensor_byte(model.read_bytes(), bilm))
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*elmo.model' as the "
+                                        r"`elmo` component's biLM: .*checksum"):
+        spacy.load(tmp_path / "p")
+    fresh = spacy.blank("en")
+    fresh.add_pipe("elmo", config={"weights": str(weights_dir)})
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read 'the `elmo` component's "
+                                        r"serialized bytes' .*checksum"):
+        fresh.get_pipe("elmo").from_bytes(
+            _flip_a_tensor_byte(nlp.get_pipe("elmo").to_bytes(), bilm))
+
+
+def test_a_damaged_elmo_cfg_is_named(weights_dir, tmp_path):
+    _saved_elmo(weights_dir, tmp_path / "p")
+    (tmp_path / "p" / "elmo" / "cfg").write_text('{"weights": ')
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*elmo.cfg' as the "
+                                        r"`elmo` component's settings"):
+        spacy.load(tmp_path / "p")
+
+
+def test_a_damaged_private_biLM_is_a_catalogue_error(weights_dir, tmp_path):
+    """A private biLM (ElmoTok2Vec) is read by its task's component, which cannot name its
+    file, but the damage is still found and reported."""
+    nlp, _ = _ner_pipeline(weights_dir, {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
+                                         "weights": str(weights_dir)})
+    nlp.to_disk(tmp_path / "p")
+    private = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo")
+    model = tmp_path / "p" / "ner" / "model"
+    model.write_bytes(_flip_a_tensor_byte(model.read_bytes(),
+                                          private.layers[0].shims[0]._model.bilm))
+    with pytest.raises(ElmoError, match=r"\[E002\] .* ELMo biLM weights: .*checksum"):
+        spacy.load(tmp_path / "p")

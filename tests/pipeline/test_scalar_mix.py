@@ -49,3 +49,28 @@ def test_wrong_number_of_layers_is_a_catalogue_error():
     with pytest.raises(ElmoError, match=r"\[E059\] .* 3 biLM layers but got 2"):
         mix([np.zeros((2, 1, 4), dtype="float32")], is_train=False)
     assert scalar_mixes(mix) == [mix]
+
+
+def test_another_width_than_initialized_on_is_a_catalogue_error():
+    """A mix initialized on width 4 mixed width-5 layers silently; the task's next layer
+    then failed with a raw shape error."""
+    mix = ScalarMix()
+    mix.initialize(X=[np.zeros((3, 2, 4), dtype="float32")])
+    restored = ScalarMix().from_bytes(mix.to_bytes())  # the width is saved with the mix
+    for model in (mix, restored):
+        assert model.get_dim("nI") == 4
+        assert model.predict([np.ones((3, 2, 4), dtype="float32")])[0].shape == (2, 4)
+        for is_train in (False, True):
+            with pytest.raises(ElmoError, match=r"\[E054\] .* width 4, but the biLM now "
+                                                r"gives width 5"):
+                model([np.zeros((3, 1, 5), dtype="float32")], is_train=is_train)
+
+
+def test_a_mix_saved_without_its_width_still_mixes():
+    """Mixes saved before the width was recorded have none: they load and run as before."""
+    mix = ScalarMix(n_layers=3)
+    mix.initialize()
+    assert not mix.has_dim("nI")
+    data = mix.to_bytes()
+    restored = ScalarMix().from_bytes(data)
+    assert restored.predict([np.ones((3, 2, 5), dtype="float32")])[0].shape == (2, 5)

@@ -1,6 +1,7 @@
 """`spacy-elmo perplexity`: the same figure as pretraining's dev evaluation, clear errors."""
 
 import json
+import re
 import shutil
 
 import h5py
@@ -72,3 +73,23 @@ def test_text_without_known_words_is_refused(run, tmp_path):
     model, vocab = load_lm(run / "run" / "model")
     with pytest.raises(ElmoError, match="no in-vocabulary words"):
         text_perplexity(model, vocab, [text], TextSettings())
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--skip-pattern", "("], r"--skip-pattern must be a valid regular expression"),
+    (["--output", "{tmp}"], r"Cannot write '.*': it is a directory")])
+def test_bad_arguments_are_refused_before_the_text_is_read(run, tmp_path, monkeypatch,
+                                                            args, match):
+    """A bad --skip-pattern gave re.error; --output naming a directory gave
+    IsADirectoryError after the whole computation."""
+    import spacy_elmo.pretrain.perplexity as perplexity
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(perplexity, "load_lm", never)
+    result = CliRunner().invoke(app, ["perplexity", str(run / "run" / "model"),
+                                      str(run / "corpus.txt")]
+                                + [a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code == 1, result.output
+    assert re.search(match, " ".join(result.stderr.split())), result.stderr

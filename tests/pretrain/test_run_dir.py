@@ -55,23 +55,135 @@ def test_overwrite_replaces_the_whole_run(tmp_path):
 
 
 @pytest.mark.parametrize("broken", [{"dev": ["missing_dev.txt"]}, {"n_negatives": 500}])
-def test_a_failed_start_blocks_neither_a_new_start_nor_resume(tmp_path, broken):
+def test_a_start_that_fails_its_checks_writes_nothing(tmp_path, broken):
     """A failed start left vocab.txt, then said "pass --resume", and --resume failed too."""
     out = tmp_path / "run"
     with pytest.raises(ElmoError):
         run(quick(tmp_path, **broken))
-    assert (out / "vocab.txt").exists() and not (out / "checkpoint.pt").exists()
-    if "dev" in broken:  # then --resume, through the CLI: it starts the run
-        result = runner.invoke(app, [
-            "pretrain", str(tmp_path / "corpus.txt"), "--output", str(out), "--resume",
-            "--vocab-size", "40", "--n-negatives", "8", "--batch-size", "2", "--window",
-            "4", "--max-steps", "2", "--options", json.dumps(TINY_OPTIONS)])
-        assert result.exit_code == 0, result.output
-    else:  # the same command, fixed
-        assert run(quick(tmp_path, max_steps=2)).step == 2
+    assert not out.exists()
+    assert run(quick(tmp_path, max_steps=2)).step == 2
+
+
+def test_a_start_that_crashed_blocks_neither_a_new_start_nor_resume(tmp_path, monkeypatch):
+    """Leftovers of a start that died before its first checkpoint (config.json,
+    vocab.txt) are replaced by the next start or by --resume (which then starts)."""
+    out = tmp_path / "run"
+
+    def crash(self):
+        raise RuntimeError("out of memory")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "train_step", crash)
+        with pytest.raises(RuntimeError):
+            run(quick(tmp_path))
+    assert {p.name for p in out.iterdir()} >= {"vocab.txt", "config.json"}
+    assert not (out / "checkpoint.pt").exists()
+    (out / "train.log").write_text("a log beside the run")
+    result = runner.invoke(app, [
+        "pretrain", str(tmp_path / "corpus.txt"), "--output", str(out), "--resume",
+        "--vocab-size", "40", "--n-negatives", "8", "--batch-size", "2", "--window",
+        "4", "--max-steps", "2", "--options", json.dumps(TINY_OPTIONS)])
+    assert result.exit_code == 0, result.output
     assert load_checkpoint(out)["step"] == 2
+    assert (out / "train.log").read_text() == "a log beside the run"
     with pytest.raises(ElmoError, match="already holds a pretraining run"):
-        run(quick(tmp_path, **broken))  # a run with a checkpoint is still refused
+        run(quick(tmp_path))  # a run with a checkpoint is refused
+
+
+def _snapshot(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*")
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("broken", [{"train": ["empty.txt"]}, {"n_negatives": 500},
+                                    {"dev": ["missing_dev.txt"]}])
+def test_overwrite_that_fails_keeps_the_old_run(tmp_path, broken):
+    """--overwrite cleared the old run first, then failed: the run was gone."""
+    (tmp_path / "empty.txt").write_text("")
+    run(quick(tmp_path, max_steps=2))
+    before = _snapshot(tmp_path / "run")
+    with pytest.raises(ElmoError):
+        run(quick(tmp_path, max_steps=2, **broken), overwrite=True)
+    assert _snapshot(tmp_path / "run") == before
+
+
+def test_inputs_inside_the_run_directory_are_refused_not_deleted(tmp_path):
+    """--overwrite --init-weights RUN/model deleted the model, then failed with "No such
+    file"; --vocab RUN/vocab.txt deleted the user's vocabulary."""
+    out = tmp_path / "run"
+    run(quick(tmp_path, max_steps=2))
+    before = _snapshot(out)
+    with pytest.raises(ElmoError, match=r"--init-weights '.*model' lies inside the run "
+                                        r"directory .* replaces 'model'"):
+        run(quick(tmp_path, max_steps=2, init_weights=str(out / "model")), overwrite=True)
+    assert _snapshot(out) == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\t90\n")
+    with pytest.raises(ElmoError, match=r"--vocab .* replaces 'vocab.txt'"):
+        run(quick(tmp_path, max_steps=2, vocab=str(mine / "vocab.txt"), output=str(mine)))
+    assert (mine / "vocab.txt").read_text().endswith("the\t90\n")
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_directory_of_other_files_is_refused(tmp_path, resume):
+    """An export (options.json, weights.hdf5, vocab.txt) as --output: its vocab.txt was
+    replaced without --overwrite; --resume there 'started the run' the same way."""
+    run(quick(tmp_path, max_steps=2))
+    export = tmp_path / "run" / "model"
+    before = _snapshot(export)
+    args = ["pretrain", str(tmp_path / "corpus.txt"), "--output", str(export), "--max-steps",
+            "2", "--options", json.dumps(TINY_OPTIONS), "--vocab-size", "40",
+            "--n-negatives", "8"] + (["--resume"] if resume else ["--overwrite"])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "holds files that are not a pretraining run's (options.json, softmax.hdf5" in \
+        flat(result.stderr)
+    assert _snapshot(export) == before
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "config.json").write_text('{"my": "settings"}')
+    with pytest.raises(ElmoError, match=r"not a pretraining run's \(config.json\)"):
+        run(quick(tmp_path, max_steps=2, output=str(own)))
+
+
+def test_resume_and_overwrite_together_are_refused(tmp_path):
+    run(quick(tmp_path, max_steps=2))
+    with pytest.raises(ElmoError, match="--resume and --overwrite contradict each other"):
+        run(quick(tmp_path, max_steps=3), resume=True, overwrite=True)
+    result = runner.invoke(app, ["pretrain", "--output", str(tmp_path / "run"), "--resume",
+                                 "--overwrite"])
+    assert result.exit_code == 1 and "contradict each other" in flat(result.stderr)
+    assert load_checkpoint(tmp_path / "run")["step"] == 2
+
+
+def test_export_does_not_replace_a_model_without_overwrite(tmp_path):
+    run(quick(tmp_path, max_steps=2))
+    target = tmp_path / "export"
+    assert runner.invoke(app, ["export", str(tmp_path / "run"), str(target)]).exit_code == 0
+    before = _snapshot(target)
+    (target / "weights.hdf5").write_bytes(b"mine")
+    result = runner.invoke(app, ["export", str(tmp_path / "run"), str(target)])
+    assert result.exit_code == 1 and "already exists. Pass --overwrite" in flat(result.stderr)
+    assert (target / "weights.hdf5").read_bytes() == b"mine"
+    result = runner.invoke(app, ["export", str(tmp_path / "run"), str(target), "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert _snapshot(target) == before
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"the\ncat\nthe\n", r"lists 'the' more than once \(lines 1 and 3\)"),
+    (b"the\ncaf\xe9\n", r"Line 2 of .* is not valid UTF-8"),
+    (None, "is a directory or not readable")])
+def test_a_bad_vocabulary_file_is_named(tmp_path, content, match):
+    vocab = tmp_path / "vocab_in.txt"
+    if content is None:
+        vocab.mkdir()
+    else:
+        vocab.write_bytes(content)
+    with pytest.raises(ElmoError, match=match):
+        run(quick(tmp_path, max_steps=2, vocab=str(vocab), n_negatives=1))
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -131,7 +243,7 @@ def test_checkpoint_damage_is_found_and_old_checkpoints_load(tmp_path):
     at = intact.find(needle)
     assert at > 0
     path.write_bytes(intact[: at + 3] + bytes([intact[at + 3] ^ 0x40]) + intact[at + 4 :])
-    with pytest.raises(ElmoError, match="is damaged: its tensors do not match the checksum"):
+    with pytest.raises(ElmoError, match="is damaged: its content does not match the checksum"):
         load_checkpoint(path)
     with pytest.raises(ElmoError, match="is damaged"):
         run(quick(tmp_path, max_steps=4), resume=True)
