@@ -22,8 +22,7 @@ SINKS = {"ElmoError", "DiskFull", "fail", "warn", "warnings.warn", "tqdm.write"}
 # Arguments that hold a catalogue message one step away: an ElmoError's text, a template
 # passed in by the caller (validation.check), a message chosen just before, a method that
 # returns Warnings.W002/W004.
-INDIRECT = ("str(err)", "template.format(", "error.format(", "self.char_ids.truncation_warning(",
-            "holder.char_ids.truncation_warning(")
+INDIRECT = ("str(err)", "template.format(", "error.format(", "self.truncation_warning(")
 
 
 def sources():

@@ -7,6 +7,7 @@ timestep. `<S>` and `</S>` map to the sentence-boundary characters.
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
@@ -34,7 +35,9 @@ class CharIds:
 
     Rows are `width` ids wide (`max_characters_per_token`, plus one column for variants with
     a word embedding); `pad_id` is the id of the padding character inside a token, and
-    `bos`/`eos` the rows of the sentence boundaries the biLM adds.
+    `bos`/`eos` the rows of the sentence boundaries the biLM adds. `token_budget`: how much
+    of a token a row holds (UTF-8 bytes here, characters in `DictionaryIds`); longer tokens
+    are cut, and `warn_truncation` says so once.
     """
 
     bos_token = BOS_TOKEN
@@ -44,13 +47,14 @@ class CharIds:
 
     def __init__(self, max_characters_per_token: int = 50, memo_size: int = 100_000) -> None:
         self.max_chars = max_characters_per_token
-        self.max_bytes = max_characters_per_token - 2
+        self.token_budget = max_characters_per_token - 2
         self.width = self.max_chars + self.extra_columns
         self.bos = self._row(self.bos_token)
         self.eos = self._row(self.eos_token)
         self._memo_size = memo_size
         self._memo: Dict[str, np.ndarray] = {}
         self._reset_memo()
+        self._warned_truncation = False
 
     def _reset_memo(self) -> None:
         self._memo = {self.bos_token: self.bos, self.eos_token: self.eos}
@@ -68,7 +72,7 @@ class CharIds:
     def _row(self, token: str) -> np.ndarray:
         if token in (BOS_TOKEN, EOS_TOKEN):
             return _boundary_row(BOS_CHAR if token == BOS_TOKEN else EOS_CHAR, self.max_chars)
-        data = token.encode("utf-8", errors="surrogatepass")[: self.max_bytes]
+        data = token.encode("utf-8", errors="surrogatepass")[: self.token_budget]
         row = np.full(self.max_chars, PAD_CHAR + 1, dtype=np.int64)
         row[0] = BOW_CHAR + 1
         row[1 : 1 + len(data)] = np.frombuffer(data, dtype=np.uint8).astype(np.int64) + 1
@@ -81,13 +85,23 @@ class CharIds:
 
     def too_long(self, tokens: Iterable[str]) -> List[str]:
         """The tokens whose UTF-8 bytes exceed the budget (they are cut to it)."""
-        return [t for t in tokens if len(t) * 4 > self.max_bytes
-                and len(t.encode("utf-8", errors="surrogatepass")) > self.max_bytes]
+        return [t for t in tokens if len(t) * 4 > self.token_budget
+                and len(t.encode("utf-8", errors="surrogatepass")) > self.token_budget]
 
     def truncation_warning(self, long: List[str]) -> str:
         """The warning for tokens `too_long` found (at least one)."""
-        return Warnings.W002.format(n=len(long), limit=self.max_bytes, cjk=self.max_bytes // 3,
-                                    example=long[0][:60])
+        return Warnings.W002.format(n=len(long), limit=self.token_budget,
+                                    cjk=self.token_budget // 3, example=long[0][:60])
+
+    def warn_truncation(self, tokens: Iterable[str], stacklevel: int = 1) -> None:
+        """Warn, the first time only, when some of `tokens` are cut to the budget;
+        `stacklevel` counts from the caller, as `warnings.warn`'s does."""
+        if self._warned_truncation:
+            return
+        long = self.too_long(tokens)
+        if long:
+            self._warned_truncation = True
+            warnings.warn(self.truncation_warning(long), stacklevel=stacklevel + 1)
 
     def batch(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """A (batch, max_len, width) int64 tensor; padded timesteps are all zero."""

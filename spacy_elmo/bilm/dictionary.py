@@ -74,8 +74,8 @@ class DictionaryIds(CharIds):
         super().__init__(max_characters_per_token, memo_size)
 
     def _row(self, token: str) -> np.ndarray:
-        if len(token) > self.max_bytes:
-            token = token[: self.max_bytes]
+        if len(token) > self.token_budget:
+            token = token[: self.token_budget]
         chars = self.chars
         row = np.full(self.width, self.pad_id, dtype=np.int64)
         row[0] = chars["<eow>"]
@@ -92,7 +92,7 @@ class DictionaryIds(CharIds):
 
     def too_long(self, tokens: Iterable[str]) -> List[str]:
         """The tokens longer than the budget of characters (they are cut to it)."""
-        return [t for t in tokens if len(t) > self.max_bytes]
+        return [t for t in tokens if len(t) > self.token_budget]
 
     def truncation_warning(self, long: List[str]) -> str:
-        return Warnings.W004.format(n=len(long), limit=self.max_bytes, example=long[0][:60])
+        return Warnings.W004.format(n=len(long), limit=self.token_budget, example=long[0][:60])

@@ -166,8 +166,8 @@ def efml_options(network: Dict[str, Any], source: str, n_characters: int, n_word
         lstm_dim=get("encoder", "dim", "a positive integer", count),
         projection_dim=get("encoder", "projection_dim", "a positive integer", count),
         n_layers=get("encoder", "n_layers", "a positive integer", count),
-        cell_clip=cast(float, float(cell_clip) or None),  # EFML's 0 (off) is None here
-        proj_clip=cast(float, float(proj_clip) or None),
+        cell_clip=float(cell_clip) or None,  # EFML's 0 (off) is None here
+        proj_clip=float(proj_clip) or None,
         use_skip_connections=True,
         char_embed_dim=get("token_embedder", "char_dim", "a positive integer (models "
                            "without a character CNN are not supported)", count),
@@ -422,11 +422,10 @@ def replay_stateful(bilm: BiLM, sentences: Sequence[Sequence[str]],
     sentence's (L+1, n_tokens, 2 * projection_dim) layers, in input order."""
     runner = StatefulBiLM(bilm)
     ids = bilm.token_ids()
-    device = bilm.encoder.projection.weight.device
     out: List[Optional[np.ndarray]] = [None] * len(sentences)
     with torch.inference_mode():
         for batch in batches:
-            layers = runner(ids.batch([sentences[i] for i in batch]).to(device)).layers
+            layers = runner(ids.batch([sentences[i] for i in batch]).to(bilm.device)).layers
             layers = layers.float().cpu()
             for row, i in enumerate(batch):
                 out[i] = layers[:, row, : len(sentences[i])].numpy()

@@ -14,7 +14,6 @@ longer than `window`.
 from __future__ import annotations
 
 import itertools
-import warnings
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -60,11 +59,10 @@ class Embedder:
         self.chunk_tokens = chunk_tokens
         self.char_ids = bilm.token_ids()
         self.stateful = StatefulBiLM(bilm) if stateful else None
-        self._warned_truncation = False
 
     @property
     def device(self) -> torch.device:
-        return self.bilm.encoder.projection.weight.device
+        return self.bilm.device
 
     def embed(self, sentences: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
         """Yield each sentence's array in input order; reads `sentences` lazily."""
@@ -121,7 +119,7 @@ class Embedder:
     def _run(self, batch: Sequence[Sequence[str]], runner: Optional[StatefulBiLM] = None
              ) -> List[np.ndarray]:
         """Run one batch; one array per sentence, reduced to the requested layers."""
-        self._warn_truncation(batch)
+        self.char_ids.warn_truncation((t for tokens in batch for t in tokens), stacklevel=2)
         ids = self.char_ids.batch(batch).to(self.device)
         with torch.inference_mode():
             layers = (runner(ids) if runner is not None else self.bilm(ids)).layers
@@ -133,13 +131,3 @@ class Embedder:
         if self.layers == "all":
             return [layers[:, i, : len(t)].numpy() for i, t in enumerate(batch)]
         return [layers[i, : len(t)].numpy() for i, t in enumerate(batch)]
-
-
-    def _warn_truncation(self, batch: Sequence[Sequence[str]]) -> None:
-        """Say (once) that tokens were cut to the biLM's per-token byte budget."""
-        if self._warned_truncation:
-            return
-        long = self.char_ids.too_long(t for tokens in batch for t in tokens)
-        if long:
-            self._warned_truncation = True
-            warnings.warn(self.char_ids.truncation_warning(long), stacklevel=3)

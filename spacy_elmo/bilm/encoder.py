@@ -8,10 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chars import PAD_CHAR
 from .options import BiLMOptions
-
-PAD_ID = PAD_CHAR + 1  # shifted id of the padding character inside a token
 
 
 class CharCNNEncoder(nn.Module):
@@ -25,17 +22,17 @@ class CharCNNEncoder(nn.Module):
     valid window are excluded from its max. Exact shortcut: every window made only of the
     padding character gives the same value, so tokens are grouped by how many characters
     they use and each group computes only the windows that start inside its tokens, plus
-    that one constant.
+    that one constant. `pad_id` is the (shifted) id of the padding character inside a
+    token, which depends on the character vocabulary (`CharIds.pad_id`).
     """
 
     last_start: torch.Tensor
+    positions_per_chunk = 2048  # rows x window starts per matmul (bounds its memory)
 
-    def __init__(self, options: BiLMOptions, positions_per_chunk: int = 2048, *,
-                 pad_id: int = PAD_ID) -> None:
+    def __init__(self, options: BiLMOptions, *, pad_id: int) -> None:
         super().__init__()
         self.options = options
         o = options
-        self.positions_per_chunk = positions_per_chunk
         self.pad_id = pad_id
         self.char_embedding = nn.Embedding(o.n_characters, o.char_embed_dim, padding_idx=0)
         self.word_embedding = (nn.Embedding(o.n_words, o.word_dim, padding_idx=0)

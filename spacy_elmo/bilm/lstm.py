@@ -35,6 +35,7 @@ class LSTMState:
                    torch.zeros(L, 2, rows, options.lstm_dim, device=device, dtype=dtype))
 
     def detach(self) -> LSTMState:
+        """The same state cut from the autograd graph (carried across windows or calls)."""
         return LSTMState(self.h.detach(), self.c.detach())
 
 
@@ -54,8 +55,9 @@ class ProjectedLSTMLayer(nn.Module):
         self.w_hidden = nn.Parameter(torch.empty(2, P, 4 * H))
         self.bias = nn.Parameter(torch.empty(2, 4 * H))
         self.w_proj = nn.Parameter(torch.empty(2, H, P))
-        # with gradients: the hand-written backward of `lstm_fused` (same forward, bitwise);
-        # False runs autograd through `_step`, the reference
+        # with gradients and outside autocast: the hand-written backward of `lstm_fused`
+        # (same forward, bitwise); under autocast (bf16) or with False, autograd through
+        # `_step`, the reference
         self.fused_backward = True
         forget = torch.zeros(4 * H)
         forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
@@ -70,21 +72,14 @@ class ProjectedLSTMLayer(nn.Module):
         nn.init.zeros_(self.bias)
         nn.init.uniform_(self.w_proj, -(3.0 / H) ** 0.5, (3.0 / H) ** 0.5)
 
-    def forward(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
-                c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: (2, steps, rows, in), rows sorted longest-first; batch_sizes[t] rows run at t.
-
-        Returns outputs (2, steps, rows, proj) (zero where a row has ended) and the final
-        (h, c), each row's taken after its own last step.
-        """
-        valid = _valid_steps(batch_sizes, x.shape[2], x.device)
-        out, h, c = self.run_packed(x[:, valid], batch_sizes, h0, c0)
-        return _unpack(out, valid), h, c
-
     def run_packed(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
                    c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The same on packed steps: x (2, sum(batch_sizes), in), step t's rows after
-        step t-1's (as in `torch.nn.utils.rnn.PackedSequence`) -> outputs packed alike."""
+        """Run both directions over packed steps.
+
+        x: (2, sum(batch_sizes), in), rows sorted longest-first, step t's rows after step
+        t-1's (as in `torch.nn.utils.rnn.PackedSequence`); batch_sizes[t] rows run at step t.
+        Returns the outputs packed alike (2, sum(batch_sizes), proj) and the final (h, c),
+        each row's taken after its own last step."""
         sizes = [n for n in batch_sizes if n > 0]
         if (self.fused_backward and sizes and torch.is_grad_enabled()
                 and not torch.is_autocast_enabled(x.device.type)):
@@ -165,7 +160,8 @@ class BiLSTMStack(nn.Module):
         self.dropout = nn.Dropout(0.0)
 
     def set_fused_backward(self, fused: bool) -> None:
-        """Train with the hand-written backward (True) or autograd's (False)."""
+        """Train with the hand-written backward (True) or autograd's (False). Under autocast
+        (bf16 training) autograd's runs either way."""
         for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
             layer.fused_backward = fused
 

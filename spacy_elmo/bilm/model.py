@@ -121,6 +121,11 @@ class BiLM(nn.Module):
         C = self.options.max_characters_per_token
         return CharIds(C) if self.dictionary is None else DictionaryIds(self.dictionary, C)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (inputs must go there too)."""
+        return self.encoder.projection.weight.device
+
     def set_dropout(self, rate: float) -> None:
         self.lstm.dropout.p = rate
 
@@ -239,6 +244,7 @@ class StatefulBiLM:
             self._state = fresh
         state = LSTMState(self._state.h[:, :, :rows], self._state.c[:, :, :rows])
         output, final = self.bilm.run(char_ids, state)
-        self._state.h[:, :, :rows] = final.h.detach()
-        self._state.c[:, :, :rows] = final.c.detach()
+        final = final.detach()
+        self._state.h[:, :, :rows] = final.h
+        self._state.c[:, :, :rows] = final.c
         return output

@@ -7,7 +7,7 @@ import os
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings
 from ..validation import (
@@ -69,8 +69,8 @@ class BiLMOptions:
     lstm_dim: int = 4096
     projection_dim: int = 512
     n_layers: int = 2
-    cell_clip: float = 3.0
-    proj_clip: float = 3.0
+    cell_clip: Optional[float] = 3.0  # None: no clipping
+    proj_clip: Optional[float] = 3.0
     use_skip_connections: bool = True
     char_embed_dim: int = 16
     filters: Tuple[Tuple[int, int], ...] = tuple(PUBLISHED_FILTERS)

@@ -52,10 +52,6 @@ class LMSoftmax(nn.Module):
         self.sampler = LogUniformSampler(n_vocab)
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
 
-    @property
-    def n_vocab(self) -> int:
-        return self.weight.shape[0]
-
     def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """(n,) negative log-likelihoods under the full softmax; 0 where the target is -1."""
         logits = F.linear(hidden, self.weight, self.bias)

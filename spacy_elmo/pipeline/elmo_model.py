@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import pickle
-import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -41,7 +40,6 @@ class BiLMHolder(torch.nn.Module):
         self.bilm: Optional[BiLM] = None
         self.char_ids: Optional[CharIds] = None
         self.generation = 0
-        self.warned_truncation = False
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         assert self.bilm is not None
@@ -172,7 +170,8 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
             outputs[piece.source][:, targets] = hit[:, piece.start : piece.end]
         else:
             todo.append(piece)
-    _warn_truncation(holder, todo)
+    # once per loaded biLM (each has its own CharIds)
+    holder.char_ids.warn_truncation(w for piece in todo for w in piece.words)
     pending: List[Tuple[List[Piece], Callable, Tuple[int, ...]]] = []
     for batch in batches(todo, model.attrs["batch_size"], model.attrs["max_batch_tokens"]):
         ids = holder.char_ids.batch([piece.words for piece in batch]).numpy()
@@ -215,16 +214,6 @@ def doc_pieces(docs: Sequence[Doc], max_tokens: int) -> List[Piece]:
                 pieces += split(i, [doc[p].text for p in positions],
                                 np.asarray(positions, dtype=np.int64), max_tokens)
     return pieces
-
-
-def _warn_truncation(holder: BiLMHolder, pieces: List[Piece]) -> None:
-    """Say (once per loaded model) that tokens were cut to the biLM's per-token budget."""
-    if holder.warned_truncation or holder.char_ids is None:
-        return
-    long = holder.char_ids.too_long(w for piece in pieces for w in piece.words)
-    if long:
-        holder.warned_truncation = True
-        warnings.warn(holder.char_ids.truncation_warning(long), stacklevel=2)
 
 
 def _apply_settings(model: Model, bilm: BiLM) -> None:
