@@ -26,9 +26,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import typer
 
 from spacy_elmo.bilm import load_bilm, save_bilm
-from spacy_elmo.pretrain.checkpoint import export, load_checkpoint, model_from_checkpoint
+from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
+from spacy_elmo.pretrain.export import export
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 from spacy_elmo.pretrain.plot import read_metrics
 

@@ -121,7 +121,7 @@ def cached_probe(weights: Path, wic_dir: Optional[Path], cache: Path
         if wic_dir is None:
             raise FileNotFoundError(f"no WiC result in {cache}, and no WiC directory given")
         from spacy_elmo.bilm import load_bilm
-        from spacy_elmo.bilm.files import atomic_write
+        from spacy_elmo.files import atomic_write
 
         rows = probe(load_bilm(weights), wic_dir)
         with atomic_write(cache) as tmp:

@@ -15,6 +15,13 @@ class ElmoError(ValueError):
     """A problem the user can fix: the message names it and says how."""
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): the gist
+    of another library's error, to quote in a message of the catalogue."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 class Catalogue(type):
     """Reading a code (`E001`, `W002`) from a class made with this metaclass gives its message
     prefixed with the code in brackets; every other attribute reads as usual."""

@@ -18,7 +18,6 @@ EFML's `Embedder` is stateful and shuffles its batches with Python's unseeded `r
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import warnings
@@ -33,7 +32,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    Union,
     cast,
 )
 
@@ -41,14 +39,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, first_line
+from ..files import PathLike, read_json_object
 from ..validation import check, integer
 from .dictionary import TokenDictionary, check_entries
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM, StatefulBiLM
 from .options import BiLMOptions
 
-PathLike = Union[str, "os.PathLike[str]"]
 CONFIG_NAME = "config.json"
 CHAR_DIC = "char.dic"
 WORD_DIC = "word.dic"
@@ -92,10 +90,8 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
     models' config is built in."""
     if network_config is not None:
         path = Path(network_config)
-        if not path.exists():
-            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-        return _read_json(path, "an EFML network config"), str(path)
-    run_config = _read_json(_required(directory, CONFIG_NAME, "the run configuration"),
+        return read_json_object(path, "an EFML network config"), str(path)
+    run_config = read_json_object(_required(directory, CONFIG_NAME, "the run configuration"),
                             "an EFML config.json")
     name = run_config.get("config_path")
     if not isinstance(name, str) or not name:
@@ -106,22 +102,11 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
     tried = [directory / name, directory / base]
     for path in tried:
         if path.is_file():
-            return _read_json(path, "an EFML network config"), str(path)
+            return read_json_object(path, "an EFML network config"), str(path)
     if base == RELEASED_CONFIG_NAME:
         return RELEASED_CONFIG, f"{RELEASED_CONFIG_NAME} (built in)"
     raise ElmoError(Errors.E032.format(config=directory / CONFIG_NAME, name=name,
                                        tried=", ".join(str(p) for p in tried)))
-
-
-def _read_json(path: Path, kind: str) -> Dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ElmoError(Errors.E002.format(path=path, kind=kind, err=err)) from err
-    if not isinstance(data, dict):
-        raise ElmoError(Errors.E002.format(path=path, kind=kind,
-                                           err="the top level is not an object"))
-    return data
 
 
 def _required(directory: Path, name: str, what: str) -> Path:
@@ -242,12 +227,12 @@ def read_state_dict(path: Path, part: str, source: str) -> Dict[str, torch.Tenso
 
 def _explain(err: BaseException) -> str:
     """The gist of torch.load's error (not its advice to load unsafely)."""
-    text = str(err).strip() or type(err).__name__
+    text = str(err)
     marker = "WeightsUnpickler error:"
     if marker in text:
         detail = text.split(marker, 1)[1].strip().splitlines()[0].split(" Please use")[0]
         return f"the safe loader refused it ({detail.strip().rstrip('.')})"
-    return text.splitlines()[0]
+    return first_line(err)
 
 
 def token_embedder_shapes(o: BiLMOptions) -> Dict[str, Tuple[int, ...]]:

@@ -60,7 +60,12 @@ class BiLanguageModel(nn.Module):
         self.softmax = LMSoftmax(n_vocab, bilm.options.projection_dim)
         self.n_negatives = n_negatives
         self.dropout = nn.Dropout(dropout)
-        bilm.set_dropout(dropout)
+        self.set_dropout(dropout)
+
+    def set_dropout(self, rate: float) -> None:
+        """Dropout on the LSTM inputs (the biLM's own) and on the top layer's outputs."""
+        self.dropout.p = rate
+        self.bilm.set_dropout(rate)
 
     def forward(self, batch: LMBatch, state: Optional[LSTMState] = None) -> LMOutput:
         """Sampled-softmax losses in training mode, full-softmax losses in eval mode."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ElmoError, Errors, Warnings
+from ..files import PathLike, read_json_object, write_json
 from ..validation import (
     Rule,
     boolean,
@@ -21,10 +20,8 @@ from ..validation import (
     is_int,
     number,
 )
-from .files import write_text
 
-PathLike = Union[str, "os.PathLike[str]"]
-
+OPTIONS_NAME = "options.json"
 VOCABULARIES = ("bytes", "dictionary")
 PUBLISHED_FILTERS: List[Tuple[int, int]] = [
     (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)
@@ -192,22 +189,14 @@ class BiLMOptions:
     def from_file(cls, path: PathLike) -> BiLMOptions:
         path = Path(path)
         if path.is_dir():
-            if not (path / "options.json").exists():
-                raise ElmoError(Errors.E008.format(path=path, name="options.json"))
-            path = path / "options.json"
-        if not path.exists():
-            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ElmoError(Errors.E002.format(path=path, kind="JSON options", err=err)) from err
-        if not isinstance(data, dict):
-            raise ElmoError(Errors.E002.format(path=path, kind="JSON options",
-                                               err="the top level is not an object"))
+            if not (path / OPTIONS_NAME).exists():
+                raise ElmoError(Errors.E008.format(path=path, name=OPTIONS_NAME))
+            path = path / OPTIONS_NAME
+        data = read_json_object(path, "JSON options")
         return cls.from_json_dict(data, source=str(path))
 
     def to_file(self, path: PathLike) -> None:
-        write_text(Path(path), json.dumps(self.to_json_dict(), indent=2) + "\n")
+        write_json(Path(path), self.to_json_dict())
 
     def replace(self, **changes: Any) -> BiLMOptions:
         """A copy with some options changed (unknown keys are an error)."""

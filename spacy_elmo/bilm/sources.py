@@ -19,17 +19,16 @@ import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple
 
 from tqdm import tqdm
 
 from ..errors import ElmoError, Errors
+from ..files import PathLike, atomic_write
 from .efml import is_efml_dir, is_efml_file
-from .files import atomic_write
+from .options import OPTIONS_NAME
 
-PathLike = Union[str, "os.PathLike[str]"]
 WEIGHTS_NAME = "weights.hdf5"
-OPTIONS_NAME = "options.json"
 FORMATS = ("auto", "allennlp", "efml")
 URL_SCHEMES = ("http://", "https://", "file://")
 CACHE_ENV = "SPACY_ELMO_CACHE"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
+from typing import Dict, Iterator, List, Optional, Tuple, cast
 
 import h5py
 import numpy as np
@@ -14,14 +14,12 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors
+from ..files import HDF5Writer, PathLike, atomic_write
 from .efml import load_efml
-from .files import HDF5Writer, atomic_write
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
-from .options import BiLMOptions
-from .sources import OPTIONS_NAME, WEIGHTS_NAME, BiLMFiles, locate
-
-PathLike = Union[str, "os.PathLike[str]"]
+from .options import OPTIONS_NAME, BiLMOptions
+from .sources import WEIGHTS_NAME, BiLMFiles, locate
 
 
 def _hdf5_names(options: BiLMOptions) -> Iterator[Tuple[str, Tuple[int, ...]]]:

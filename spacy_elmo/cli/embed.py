@@ -14,11 +14,10 @@ from tqdm import tqdm
 from wasabi import msg
 
 from ..bilm.embedder import LAYER_MODES, Embedder
-from ..bilm.files import Terminated
-from ..bilm.sources import PathLike
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
+from ..files import PathLike, Terminated
 from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import check_output, count_lines, read_lines, write_embeddings
 

@@ -9,15 +9,14 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple, Union
+from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple
 
 import h5py
 import numpy as np
 
-from ..bilm.files import HDF5Writer, atomic_write
 from ..errors import ElmoError, Errors
+from ..files import HDF5Writer, PathLike, atomic_write
 
-PathLike = Union[str, "os.PathLike[str]"]
 SENTENCE_INDEX = "sentence_to_index"
 
 STDIN = "-"

@@ -10,9 +10,10 @@ from wasabi import msg
 
 from ..bilm.efml import CHAR_DIC, ENCODER, TOKEN_EMBEDDER, WORD_DIC, read_efml
 from ..bilm.options import BiLMOptions
-from ..bilm.sources import PathLike, locate
+from ..bilm.sources import locate
 from ..bilm.weights import read_hdf5
 from ..errors import ElmoError
+from ..files import PathLike
 from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 
 PARTS = (("char embedding", "char_embed"), ("char CNN", "CNN/"), ("highway", "CNN_high_"),

@@ -1,4 +1,4 @@
-"""`spacy-elmo pretrain` and `spacy-elmo export`."""
+"""`spacy-elmo pretrain`, `spacy-elmo export` and `spacy-elmo perplexity`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,10 @@ from typing import Any, Dict, List, Optional
 import typer
 from wasabi import msg
 
-from ..bilm.files import Terminated, write_text
 from ..errors import ElmoError, Errors, Warnings
+from ..files import Terminated, write_json
 from ..validation import check_all, integer, regex
 from . import app, fail, warn
-
-# the files of an export (`spacy-elmo export`): one of them in OUTPUT is a model there
-EXPORTED = ("options.json", "weights.hdf5", "vocab.txt", "softmax.hdf5")
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
                "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
@@ -172,10 +169,10 @@ def export_cli(
 ) -> None:
     """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
     vocab.txt, and the softmax in softmax.hdf5."""
-    from ..pretrain.checkpoint import export
+    from ..pretrain.export import EXPORT_FILES, export
 
     try:
-        if not overwrite and any((output / name).exists() for name in EXPORTED):
+        if not overwrite and any((output / name).exists() for name in EXPORT_FILES):
             raise ElmoError(Errors.E026.format(output=output))
         paths = export(checkpoint, output)
     except ElmoError as err:
@@ -235,4 +232,4 @@ def perplexity_cli(
                "tokens": result["dev_tokens"]},
               title=f"Perplexity of {model}")
     if output is not None:
-        write_text(output, json.dumps({"model": model, "text": text, **result}, indent=2) + "\n")
+        write_json(output, {"model": model, "text": text, **result})

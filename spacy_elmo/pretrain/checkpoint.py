@@ -1,33 +1,25 @@
-"""Training checkpoints (atomic, complete) and their export to the published layout."""
+"""Training checkpoints: written atomically and complete, checksummed, and read back in
+today's layout whichever version wrote them."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import shutil
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Dict, Optional
 
-import h5py
-import numpy as np
-import srsly
 import torch
 
-from ..bilm.files import atomic_write
 from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
-from ..bilm.weights import is_hdf5, save_bilm, write_hdf5
-from ..errors import ElmoError, Errors
-from .vocab import VOCAB_NAME, Vocab
+from ..bilm.weights import is_hdf5
+from ..errors import ElmoError, Errors, first_line
+from ..files import PathLike, atomic_write
 
 CHECKPOINT_NAME = "checkpoint.pt"
-SOFTMAX_NAME = "softmax.hdf5"
-SNAPSHOT_DIR = "snapshots"
-SNAPSHOT_INFO = "dev.json"
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry;
 # those of earlier versions carry one over their tensors only, which is checked instead.
@@ -36,7 +28,6 @@ TENSORS_CHECKSUM = "tensors_sha256"
 # Settings that checkpoints recorded only from a later version on, with the value an earlier
 # run had: before the shuffle buffer existed, runs read their files in order.
 IMPLIED_SETTINGS = {"shuffle_buffer": 0}
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
@@ -183,7 +174,7 @@ def _unreadable(path: Path, err: Exception) -> ElmoError:
             "it holds Python objects other than tensors and plain data, which a "
             "spacy-elmo checkpoint never does; it was not loaded, since loading such a "
             "file can run code")))
-    return ElmoError(Errors.E108.format(path=path, err=_first_line(err)[:300]))
+    return ElmoError(Errors.E108.format(path=path, err=first_line(err)[:300]))
 
 
 def _damage(path: Path, err: Exception) -> Optional[str]:
@@ -204,7 +195,7 @@ def _damage(path: Path, err: Exception) -> Optional[str]:
         return f"the bytes of '{bad}' in it do not match the CRC-32 written with them"
     if _foreign_pickle(err):
         return None
-    return "torch cannot read its archive: " + _first_line(err).split(". ")[0][:200]
+    return "torch cannot read its archive: " + first_line(err).split(". ")[0][:200]
 
 
 def _torch_archive_head(path: Path) -> bool:
@@ -222,82 +213,9 @@ def _foreign_pickle(err: Exception) -> bool:
     return isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err)
 
 
-def _first_line(err: Exception) -> str:
-    """The first line of an error's message (its type's name when it has none)."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 def model_from_checkpoint(data: Dict[str, Any]) -> BiLanguageModel:
     """The BiLanguageModel stored in a loaded checkpoint."""
     options = BiLMOptions.from_json_dict(data["options"])
     model = BiLanguageModel(BiLM(options), len(data["vocab"]))
     model.load_state_dict(data["model"])
     return model
-
-
-def export(checkpoint: PathLike, directory: PathLike) -> Dict[str, Path]:
-    """options.json + weights.hdf5 (published layout), vocab.txt and softmax.hdf5."""
-    data = load_checkpoint(checkpoint)
-    return export_model(model_from_checkpoint(data), data["vocab"], directory)
-
-
-def export_model(model: BiLanguageModel, vocab: List[str],
-                 directory: PathLike) -> Dict[str, Path]:
-    """Write a BiLanguageModel in the export layout (see `export`)."""
-    directory = Path(directory)
-    options_path, weights_path = save_bilm(model.bilm, directory)
-    vocab_path = directory / VOCAB_NAME
-    Vocab(vocab).to_file(vocab_path)
-    softmax_path = directory / SOFTMAX_NAME
-    write_hdf5(softmax_path, {
-        "softmax/W": model.softmax.weight.detach().cpu().numpy(),
-        "softmax/b": model.softmax.bias.detach().cpu().numpy(),
-    })
-    return {"options": options_path, "weights": weights_path, "vocab": vocab_path,
-            "softmax": softmax_path}
-
-
-class Softmax(NamedTuple):
-    """The softmax and vocabulary an export carries beside its biLM."""
-
-    vocab: Vocab
-    weight: np.ndarray
-    bias: np.ndarray
-
-
-def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
-    """The softmax.hdf5 and vocab.txt beside an export's weights (its directory or weights
-    file), shapes checked against the biLM's projection_dim; None when it has neither (a
-    published biLM). One without the other is an error."""
-    directory = weights if weights.is_dir() else weights.parent
-    missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
-    if len(missing) == 2:
-        return None
-    if missing:
-        raise ElmoError(Errors.E115.format(path=directory, missing=missing[0]))
-    vocab = Vocab.from_file(directory / VOCAB_NAME)
-    with h5py.File(directory / SOFTMAX_NAME, "r") as f:
-        weight, bias = f["softmax/W"][...], f["softmax/b"][...]
-    if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
-        raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
-                                           n_vocab=len(vocab), dim=dim,
-                                           expected=(len(vocab), dim)))
-    return Softmax(vocab, weight, bias)
-
-
-def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step: int,
-                   record: Dict[str, Any]) -> Path:
-    """Export the model as `<run_dir>/snapshots/step_NNNNNNN/` with `dev.json` (`record`:
-    step, tokens, dev perplexity) beside it; written to a temp directory first and renamed,
-    so a snapshot directory is always complete."""
-    final = run_dir / SNAPSHOT_DIR / f"step_{step:07d}"
-    tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    export_model(model, vocab, tmp)
-    srsly.write_json(tmp / SNAPSHOT_INFO, record)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..errors import ElmoError, Errors
+from ..files import read_json_object
 from ..validation import (
     Rule,
     boolean,
@@ -114,16 +114,7 @@ class PretrainConfig:
     def from_file(cls, path: Union[str, Path], **overrides: Any) -> PretrainConfig:
         """Settings from a JSON file; non-None `overrides` (command-line flags) win."""
         path = Path(path)
-        if not path.exists():
-            raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ElmoError(Errors.E002.format(path=path, kind="a JSON config", err=err)
-                            ) from err
-        if not isinstance(data, dict):
-            raise ElmoError(Errors.E002.format(path=path, kind="a JSON config",
-                                               err="the top level is not an object"))
+        data = read_json_object(path, "a JSON config")
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
         if unknown:

@@ -16,8 +16,8 @@ from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
-from .checkpoint import SOFTMAX_NAME, read_softmax
 from .corpus import TextSettings, iter_sentences, warn_undecodable
+from .export import SOFTMAX_NAME, read_softmax
 from .vocab import VOCAB_NAME, Vocab
 
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..bilm.files import atomic_write
+from ..files import atomic_write
 
 
 def read_metrics(path: Path) -> List[Dict[str, Any]]:

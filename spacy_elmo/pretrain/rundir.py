@@ -8,23 +8,25 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..bilm.files import is_temporary, sweep_stale, write_text
 from ..errors import ElmoError, Errors
-from .checkpoint import CHECKPOINT_NAME, SNAPSHOT_DIR
+from ..files import is_temporary, sweep_stale, write_text
+from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import resolve_files
+from .export import SNAPSHOT_DIR
+from .vocab import VOCAB_NAME
 
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
 CURVES_NAME = "curves.png"
 MODEL_DIR = "model"
-RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, CURVES_NAME, "vocab.txt")
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, CURVES_NAME, VOCAB_NAME)
 RUN_DIRS = (MODEL_DIR, SNAPSHOT_DIR)
 # What makes a directory hold a run worth keeping: a start that failed before its first
 # checkpoint leaves only vocab.txt, config.json or metrics, which a new start replaces.
 RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
-# The optimizer a checkpoint's state belongs to, by a setting only it has.
-# the first mark found names the optimizer of a saved state (LazyAdam groups also have betas)
+# The optimizer a checkpoint's state belongs to, by a key of its first parameter group: the
+# first mark found in this order names it (LazyAdam's groups have Adam's `betas` too).
 OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_decay"}
 
 

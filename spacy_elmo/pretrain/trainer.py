@@ -17,28 +17,20 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..bilm.chars import CharIds
-from ..bilm.files import write_text
 from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings
+from ..files import write_json
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
-from .checkpoint import (
-    CHECKPOINT_NAME,
-    Softmax,
-    export_model,
-    load_checkpoint,
-    model_from_checkpoint,
-    read_softmax,
-    save_checkpoint,
-    write_snapshot,
-)
+from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint, save_checkpoint
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
-from .optim import LazyAdam
+from .export import Softmax, export_model, read_softmax, write_snapshot
+from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
 from .precision import autocast, check_precision
@@ -55,7 +47,7 @@ from .rundir import (
     frozen_settings,
     truncate_metrics,
 )
-from .vocab import VOCAB_NAME, Vocab, build_vocab
+from .vocab import VOCAB_NAME, Vocab, check_vocab, choose_vocab
 
 
 @dataclass
@@ -180,40 +172,6 @@ def make_bilm(config: PretrainConfig) -> BiLM:
     return bilm
 
 
-def make_optimizer(config: PretrainConfig, model: BiLanguageModel) -> torch.optim.Optimizer:
-    """Adagrad (bilm-tf's, accumulators start at 1.0), Adam, or Adam with lazy softmax rows
-    (`optim.LazyAdam`), all with torch's fused kernel (one pass over each tensor: about 2.4x
-    faster than the default step on CPU; the same state, so checkpoints move between the
-    two)."""
-    params = list(model.parameters())
-    if config.optimizer == "lazyadam":
-        softmax = list(model.softmax.parameters())
-        dense = [p for p in params if not any(p is q for q in softmax)]
-        return LazyAdam(dense, softmax, lr=config.lr)
-    if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=config.lr, fused=True)
-    return torch.optim.Adagrad(params, lr=config.lr, initial_accumulator_value=1.0,
-                               fused=True)
-
-
-def choose_vocab(config: PretrainConfig, files: List[Path], settings: TextSettings,
-                 exported: Optional[Vocab] = None) -> Vocab:
-    """The given vocabulary file, else the --init-weights export's, else one counted on the
-    corpus."""
-    if config.vocab is not None:
-        return Vocab.from_file(Path(config.vocab))
-    if exported is not None:
-        return exported
-    return build_vocab(files, settings, size=config.vocab_size, min_count=config.min_count,
-                       max_tokens=config.vocab_max_tokens)
-
-
-def check_vocab(config: PretrainConfig, vocab: Vocab) -> None:
-    """The sampled softmax draws its negatives from the vocabulary: it must be larger."""
-    if config.n_negatives >= len(vocab):
-        raise ElmoError(Errors.E102.format(n_vocab=len(vocab), n_negatives=config.n_negatives))
-
-
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
     """Dev sentences up to `dev_max_tokens`."""
     return read_sentences(resolve_files(config.dev), settings, vocab, config.dev_max_tokens)
@@ -322,8 +280,7 @@ class Trainer:
         self.frozen = frozen_settings(config, self.options)
         check_vocab(config, vocab)
         model.n_negatives = config.n_negatives
-        model.dropout.p = config.dropout
-        bilm.set_dropout(config.dropout)
+        model.set_dropout(config.dropout)
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
         check_precision(ctx.device, config.precision)
         if config.optimizer == "adam" and ctx.is_main:
@@ -333,7 +290,7 @@ class Trainer:
         if ctx.distributed:
             self.net = DistributedDataParallel(
                 self.model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
-        self.optimizer = self._optimizer()
+        self.optimizer = make_optimizer(config, self.model)
         if position.optimizer is not None:
             self.optimizer.load_state_dict(position.optimizer)
         self.step, self.tokens = position.step, position.tokens
@@ -350,11 +307,8 @@ class Trainer:
                                 rows=config.batch_size, window=config.window)
                     if config.dev else [])
         if ctx.is_main:
-            write_text(self.out / CONFIG_NAME, json.dumps(config.to_dict(), indent=2) + "\n")
+            write_json(self.out / CONFIG_NAME, config.to_dict())
         self._plot_warned = False
-
-    def _optimizer(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.config, self.model)
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
@@ -364,7 +318,8 @@ class Trainer:
             out = self.net(batch, self.state)
         # fp32 whatever the precision (bf16 h values are exact in fp32), so that a
         # checkpoint's state does not depend on it
-        self.state = LSTMState(out.state.h.detach().float(), out.state.c.detach().float())
+        state = out.state.detach()
+        self.state = LSTMState(state.h.float(), state.c.float())
         loss = out.mean_loss
         self.optimizer.zero_grad(set_to_none=True)
         # bilm-tf: the gradient of the loss summed over a window's steps, averaged over rows

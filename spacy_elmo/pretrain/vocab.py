@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
-from ..bilm.files import write_text
 from ..errors import ElmoError, Errors
+from ..files import write_text
+from .config import PretrainConfig
 from .corpus import TextSettings, iter_sentences, warn_undecodable
 
 UNK_TOKEN = "<UNK>"
@@ -92,3 +93,20 @@ def build_vocab(files: Sequence[Path], settings: TextSettings, *, size: int,
     return Vocab.from_counts(count_words(files, settings, max_tokens=max_tokens), size=size,
                              min_count=min_count)
 
+
+def choose_vocab(config: PretrainConfig, files: List[Path], settings: TextSettings,
+                 exported: Optional[Vocab] = None) -> Vocab:
+    """The given vocabulary file, else the --init-weights export's, else one counted on the
+    corpus."""
+    if config.vocab is not None:
+        return Vocab.from_file(Path(config.vocab))
+    if exported is not None:
+        return exported
+    return build_vocab(files, settings, size=config.vocab_size, min_count=config.min_count,
+                       max_tokens=config.vocab_max_tokens)
+
+
+def check_vocab(config: PretrainConfig, vocab: Vocab) -> None:
+    """The sampled softmax draws its negatives from the vocabulary: it must be larger."""
+    if config.n_negatives >= len(vocab):
+        raise ElmoError(Errors.E102.format(n_vocab=len(vocab), n_negatives=config.n_negatives))

@@ -16,10 +16,10 @@ from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import (
     CHECKSUM,
     content_checksum,
-    export,
     load_checkpoint,
     save_checkpoint,
 )
+from spacy_elmo.pretrain.export import export
 from spacy_elmo.pretrain.trainer import train
 
 from ..conftest import make_random_bilm

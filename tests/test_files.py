@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacy_elmo.bilm.files import DiskFull, HDF5Writer, Terminated, atomic_write, sweep_stale
+from spacy_elmo.files import DiskFull, HDF5Writer, Terminated, atomic_write, sweep_stale
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def python(code: str, **kwargs) -> subprocess.Popen:
@@ -57,7 +57,7 @@ def test_signals_sigkill_and_a_full_device_in_a_real_process(tmp_path):
         import errno, os, signal, time
         from pathlib import Path
         import numpy as np
-        from spacy_elmo.bilm.files import HDF5Writer, atomic_write
+        from spacy_elmo.files import HDF5Writer, atomic_write
         try:
             with HDF5Writer(Path("/dev/full")) as out:
                 for i in range(200):

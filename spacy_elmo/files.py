@@ -1,4 +1,5 @@
-"""Writing files so that a failure never leaves a half-written one, nor a temporary file.
+"""Files: the path type, reading a JSON object, and writing so that a failure never leaves
+a half-written file, nor a temporary one.
 
 Every file spacy-elmo writes goes through `atomic_write`: a temporary file beside the target,
 renamed over it when complete, removed on every other path: an exception, Ctrl-C, SIGTERM or
@@ -13,6 +14,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -22,12 +24,13 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Union
 
 import h5py
 
-from ..errors import ElmoError, Errors
+from .errors import ElmoError, Errors
 
+PathLike = Union[str, "os.PathLike[str]"]
 TMP_PREFIX = ".tmp-"
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 _TMP_NAME = re.compile(r"\.tmp-([0-9a-f]{8})-(\d+)-")
@@ -90,10 +93,30 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def read_json_object(path: Path, kind: str) -> Dict[str, Any]:
+    """The JSON object in a file; E001 when it is missing, E002 (naming it `kind`, e.g. "a
+    JSON config") when it cannot be read or parsed, or holds something else."""
+    if not path.exists():
+        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ElmoError(Errors.E002.format(path=path, kind=kind, err=err)) from err
+    if not isinstance(data, dict):
+        raise ElmoError(Errors.E002.format(path=path, kind=kind,
+                                           err="the top level is not an object"))
+    return data
+
+
 def write_text(path: Path, text: str) -> None:
     """Write a UTF-8 text file atomically."""
     with atomic_write(Path(path)) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as indented JSON (a final newline), atomically."""
+    write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def is_temporary(name: str) -> bool:
