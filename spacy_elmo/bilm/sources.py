@@ -19,7 +19,7 @@ import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from tqdm import tqdm
 
@@ -60,6 +60,13 @@ class BiLMFiles:
     options: Optional[Path]
 
 
+def check_format(value: Any, name: str = "the weights format") -> None:
+    """Raise E012 unless `value` is one of FORMATS (`name`: the setting as the user gives it;
+    the component, the private tok2vec and `locate` all check it so)."""
+    if value not in FORMATS:
+        raise ElmoError(Errors.E012.format(value=value, name=name, choices=list(FORMATS)))
+
+
 def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
            format: str = "auto", lang: str = "en") -> BiLMFiles:
     """The local files for `weights` (see the module's docstring; None: the biLM bundled for
@@ -67,9 +74,7 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
 
     A local path wins over a published name of the same spelling. format: "auto" (detected),
     "allennlp" or "efml"."""
-    if format not in FORMATS:
-        raise ElmoError(Errors.E012.format(value=format, name="the weights format",
-                                           choices=list(FORMATS)))
+    check_format(format)
     options_path = None if options is None else fetch(options)
     if weights is None:
         local = bundled(lang)

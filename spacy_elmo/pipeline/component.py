@@ -16,12 +16,14 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
-from ..bilm.sources import FORMATS
+from ..bilm.sources import check_format
 from ..errors import ElmoError, Errors
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm, load_weights, reading
+from .elmo_model import has_bilm, load_weights
 from .extensions import register_extensions, set_vector_hooks
-from .listener import ElmoListener, replace_listener, replace_listener_cfg
+from .listener import ElmoListener
+from .serialize import reading
+from .tok2vec import replace_listener, replace_listener_cfg
 
 # The settings' defaults are build_elmo_model's own: spaCy fills them in.
 DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}
@@ -81,9 +83,7 @@ class ElmoComponent(TrainablePipe):
         # nlp.replace_listeners(...): listeners become a private copy of this biLM
         model.attrs["replace_listener"] = replace_listener
         model.attrs["replace_listener_cfg"] = replace_listener_cfg
-        if weights_format not in FORMATS:
-            raise ElmoError(Errors.E012.format(value=weights_format, name="weights_format",
-                                               choices=list(FORMATS)))
+        check_format(weights_format, "weights_format")
         check_all({"weights": weights, "options": options, "store_layers": store_layers,
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
                    "gamma": gamma}, COMPONENT_RULES, Errors.E020,
@@ -120,7 +120,9 @@ class ElmoComponent(TrainablePipe):
             return True
         return False
 
-    def find_listeners(self, component) -> None:
+    def find_listeners(self, component: Any) -> None:
+        """Add the ElmoListeners in another component's model (any pipeline component: spaCy
+        calls this with each) that listen to this one, by name or as "*"."""
         names = ("*", self.name)
         if isinstance(getattr(component, "model", None), Model):
             for node in component.model.walk():
@@ -143,7 +145,7 @@ class ElmoComponent(TrainablePipe):
 
     def _load(self) -> None:
         load_weights(self.model, self.cfg["weights"], self.cfg["options"],
-                     weights_format=self.cfg.get("weights_format", "auto"),
+                     weights_format=self.cfg["weights_format"],
                      lang=self.vocab.lang)
         weights = self.cfg["mix_weights"]
         n_layers = self.model.get_dim("nL")
@@ -261,7 +263,8 @@ class ElmoComponent(TrainablePipe):
         if pending:
             self.model.finish_update(sgd)
 
-    def get_loss(self, examples, scores) -> None:  # no loss of its own
+    def get_loss(self, examples: Iterable[Example], scores: List[Floats3d]) -> None:
+        """None: the component has no loss of its own (its listeners' tasks have)."""
         return None
 
     def __getstate__(self) -> dict:

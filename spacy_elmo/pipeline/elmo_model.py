@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import pickle
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
-import srsly
 import torch
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -21,11 +15,11 @@ from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, CharIds, WordCache, load_bilm
-from ..bilm.dictionary import TokenDictionary
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, Piece, batches, split
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
 from .cache import OutputCache
+from .serialize import deserialize_holder, serialize_holder
 
 
 class BiLMHolder(torch.nn.Module):
@@ -95,8 +89,8 @@ def build_elmo_model(
                "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
                "dropout": dropout}, MODEL_RULES, Errors.E020,
               {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
-    shim = BiLMShim(BiLMHolder(), serialize_model=_serialize_holder,
-                    deserialize_model=_deserialize_holder)
+    shim = BiLMShim(BiLMHolder(), serialize_model=serialize_holder,
+                    deserialize_model=deserialize_holder)
     wrapper: Model = Model("pytorch", pytorch_forward, shims=[shim], dims={"nI": None, "nO": None},
                            attrs={"convert_inputs": _convert_ids,
                                   "convert_outputs": convert_pytorch_default_outputs})
@@ -229,80 +223,3 @@ def _convert_ids(model: Model, ids: np.ndarray, is_train: bool
     shim: Any = model.shims[0]
     tensor = xp2torch(model.ops.xp.asarray(ids, dtype="int64"), device=shim.device)
     return ArgsKwargs(args=(tensor,), kwargs={}), lambda d_inputs: None
-
-
-# Written with the biLM's tensors since checksums came in; biLMs saved before have none
-# and load unchecked.
-CHECKSUM = "state_sha256"
-# What a damaged biLM is reported as being read from, and as (Errors.E002); `reading` sets
-# it for the file or bytes at hand.
-_SOURCE: ContextVar[Tuple[str, str]] = ContextVar(
-    "elmo_source", default=("a component's serialized bytes", "ELMo biLM weights"))
-# What damaged serialized data raises while msgpack, torch and thinc read it.
-DAMAGE = (ValueError, TypeError, KeyError, IndexError, EOFError, OSError, RuntimeError,
-          pickle.UnpicklingError)
-
-
-@contextmanager
-def reading(source: Optional[str] = None, kind: Optional[str] = None) -> Iterator[None]:
-    """Within: damaged serialized data (DAMAGE) raises Errors.E002 naming `source` as `kind`
-    (default: the ones set by an enclosing `reading`)."""
-    outer_source, outer_kind = _SOURCE.get()
-    token = _SOURCE.set((source or outer_source, kind or outer_kind))
-    try:
-        yield
-    except ElmoError:
-        raise
-    except DAMAGE as err:
-        reason = str(err).strip().rstrip(".") or type(err).__name__
-        raise ElmoError(Errors.E002.format(**_source(), err=reason)) from err
-    finally:
-        _SOURCE.reset(token)
-
-
-def _source() -> Dict[str, str]:
-    """E002's path and kind for what `reading` reads now."""
-    path, kind = _SOURCE.get()
-    return {"path": path, "kind": kind}
-
-
-def _checksum(state: bytes) -> str:
-    return hashlib.sha256(state).hexdigest()
-
-
-def _serialize_holder(holder: BiLMHolder) -> bytes:
-    if holder.bilm is None:
-        return b""
-    buffer = io.BytesIO()
-    torch.save(holder.bilm.state_dict(), buffer)
-    state = buffer.getvalue()
-    msg = {"options": holder.bilm.options.to_json_dict(), "state": state,
-           CHECKSUM: _checksum(state)}
-    if holder.bilm.dictionary is not None:  # an ELMoForManyLangs model's characters and words
-        msg["dictionary"] = holder.bilm.dictionary.to_dict()
-    return srsly.msgpack_dumps(msg)
-
-
-def _deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHolder:
-    if not data:
-        return holder
-    with reading():
-        bilm = _read_bilm(data)
-    holder.bilm = bilm.to(device).eval()  # outside: a device out of memory is no damage
-    holder.char_ids = bilm.token_ids()
-    holder.generation += 1
-    return holder
-
-
-def _read_bilm(data: bytes) -> BiLM:
-    """The biLM `_serialize_holder` wrote, its tensors checked against their checksum."""
-    msg = srsly.msgpack_loads(data)
-    if CHECKSUM in msg and msg[CHECKSUM] != _checksum(msg["state"]):
-        raise ElmoError(Errors.E002.format(
-            **_source(), err="the biLM's tensors do not match the checksum saved with them"))
-    dictionary = msg.get("dictionary")
-    bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]),
-                dictionary=None if dictionary is None else TokenDictionary.from_dict(dictionary))
-    state = torch.load(io.BytesIO(msg["state"]), map_location="cpu", weights_only=True)
-    bilm.load_state_dict(state)
-    return bilm

@@ -9,7 +9,7 @@ last target becomes the first input of the next window (truncated backprop).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -65,7 +65,7 @@ class TrainStreams:
     """`rows` endless sentence streams fed by one source, cut into windows."""
 
     def __init__(self, source: SentenceSource, maker: BatchMaker, *, rows: int, window: int,
-                 buffers: List[RowBuffers] | None = None) -> None:
+                 buffers: Optional[List[RowBuffers]] = None) -> None:
         self.source = source
         self.maker = maker
         self.window = window
