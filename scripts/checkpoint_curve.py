@@ -5,14 +5,14 @@
       [--wic WIC_DIR] [--every N]
 
 Each BILM is an export with a dev.json beside it (the snapshots that `spacy-elmo pretrain
---snapshot-every N` writes), a directory of such snapshots, or DIR=PPL to give its dev
-perplexity. For each, CONFIG is
-trained on CORPUS/{train,dev}.spacy into OUTPUT/<name>/ (skipped when its model-best exists,
-so a rerun continues where it stopped) and evaluated on CORPUS/test.spacy. With --every N,
-a directory of snapshots stands for those whose step is a multiple of N only. Writes
-OUTPUT/curve.md and OUTPUT/curve.png: test score against dev perplexity, the baseline's
-test score as a line; with --wic, each biLM's WiC dev accuracy beside it (the layer chosen
-on WiC train, as `scripts/wic_probe.py` reports it).
+--snapshot-every N` writes), a directory of such snapshots (with --every N: those whose
+step is a multiple of N), or DIR=PPL to give its dev perplexity. For each, CONFIG is trained
+on CORPUS/{train,dev}.spacy into OUTPUT/<name>/ and evaluated on CORPUS/test.spacy; its
+done.json, written last, records the command, so a rerun skips what is done and trains
+again a run stopped halfway or made with other settings. Writes OUTPUT/curve.md and
+OUTPUT/curve.png: test score against dev perplexity, the baseline's test score as a line;
+with --wic, each biLM's WiC dev accuracy beside it (the layer chosen on WiC train, as
+`scripts/wic_probe.py` reports it).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from typing import List, Optional, Tuple
 import typer
 from compare import score  # scripts/compare.py: the results table's figure
 from spacy.cli.evaluate import evaluate
+
+# written into a biLM's run directory once it is trained and evaluated, with the command
+DONE = "done.json"
 
 
 def _bilm(spec: str) -> Tuple[Path, float, Optional[int]]:
@@ -70,24 +73,36 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
          every: int = typer.Option(
              0, min=0, help="Of a snapshot directory, only the steps that are multiples of N")
          ) -> None:
+    if baseline is not None and not baseline.exists():
+        raise typer.BadParameter(f"--baseline {baseline} does not exist (it is the CNN row's "
+                                 "metrics/<run>.test.json: run the table's cnn cell first)")
+    specs = [_bilm(spec) for spec in _expand(bilms, every)]
+    if not specs:
+        raise typer.BadParameter(f"no biLM to train: {bilms} hold no snapshot whose step is a "
+                                 f"multiple of --every {every}")
+    names = [f"step_{step}" if step is not None else path.name for path, _, step in specs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise typer.BadParameter(f"several biLMs would share the run name(s) {twice} (the "
+                                 "name is the directory's): give them directories of "
+                                 "different names")
     output.mkdir(parents=True, exist_ok=True)
     points = []
-    for spec in _expand(bilms, every):
-        path, ppl, step = _bilm(spec)
-        name = f"step_{step}" if step is not None else path.name
+    for (path, ppl, step), name in zip(specs, names, strict=True):
         run = output / name
-        if not (run / "model-best").exists():
-            subprocess.run([sys.executable, "-m", "spacy", "train", str(config), "--output",
-                            str(run), "--paths.train", str(corpus / "train.spacy"),
-                            "--paths.dev", str(corpus / "dev.spacy"),
-                            "--paths.elmo_weights", str(path),
-                            "--training.max_steps", str(max_steps),
-                            "--training.eval_frequency", str(eval_frequency),
-                            "--gpu-id", str(gpu_id)], check=True)
-        result = run / "test.json"
-        if not result.exists():
+        command = [sys.executable, "-m", "spacy", "train", str(config), "--output", str(run),
+                   "--paths.train", str(corpus / "train.spacy"),
+                   "--paths.dev", str(corpus / "dev.spacy"), "--paths.elmo_weights", str(path),
+                   "--training.max_steps", str(max_steps),
+                   "--training.eval_frequency", str(eval_frequency)]
+        result, done = run / "test.json", run / DONE
+        if not done.exists() or json.loads(done.read_text())["command"] != command[1:]:
+            subprocess.run(command + ["--gpu-id", str(gpu_id)], check=True)
             evaluate(str(run / "model-best"), corpus / "test.spacy", output=result,
                      use_gpu=gpu_id, silent=True)
+            tmp = run / (DONE + ".tmp")
+            tmp.write_text(json.dumps({"command": command[1:]}) + "\n")
+            tmp.replace(done)  # written last: a run stopped before this is trained again
         wic_acc = wic_dev(path, wic, run / "wic.json") if wic is not None else None
         points.append((name, step, ppl, score(json.loads(result.read_text())), wic_acc))
         typer.echo(f"{name}: dev perplexity {ppl:.1f}, test {points[-1][3]:.1f}")

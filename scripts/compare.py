@@ -52,9 +52,16 @@ def score(data: dict) -> float:
     return 100 * data["cats_micro_f"]
 
 
+def complete(run_dir: Path) -> bool:
+    """Whether a `spacy train` output is a finished training: a table cell (cell.json), or
+    a run by hand that got to save model-last (an interrupted one has model-best only)."""
+    return (run_dir / "cell.json").exists() or (run_dir / "model-last").exists()
+
+
 def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:
+    """The learned layer mix of every finished ELMo run's components."""
     mixes = []
-    for run in sorted(training.glob("*elmo*/model-best")):
+    for run in sorted(r for r in training.glob("*elmo*/model-best") if complete(r.parent)):
         nlp = spacy.load(run)
         for name, proc in nlp.pipeline:
             model = getattr(proc, "model", None)
@@ -96,31 +103,47 @@ def collect(metrics: Path) -> Rows:
     return rows
 
 
-def _mean(runs: Dict[int, Dict[str, float]], split: str) -> Optional[float]:
-    values = [scores[split] for scores in runs.values() if split in scores]
+def _mean(runs: Dict[int, Dict[str, float]], split: str,
+          seeds: Optional[List[int]] = None) -> Optional[float]:
+    """The mean score of `split` over the seeds that have it (of `seeds` only, if given)."""
+    values = [scores[split] for seed, scores in runs.items()
+              if split in scores and (seeds is None or seed in seeds)]
     return sum(values) / len(values) if values else None
 
 
-def _cell(runs: Dict[int, Dict[str, float]]) -> str:
-    test, dev = _mean(runs, "test"), _mean(runs, "dev")
+def _seeds(runs: Dict[int, Dict[str, float]], split: str = "test") -> List[int]:
+    return sorted(seed for seed, scores in runs.items() if split in scores)
+
+
+def _cell(runs: Dict[int, Dict[str, float]], n_seeds: int = 1) -> str:
+    """Test (dev) of one seed, or the mean test (each seed's; mean dev) of several; the dev
+    mean is over the seeds that have a test score. Fewer seeds than the table's most
+    (`n_seeds`) are named, so a one-seed cell is not read as a mean."""
+    seeds = _seeds(runs) or None
+    test, dev = _mean(runs, "test"), _mean(runs, "dev", seeds)
     fmt = "-" if test is None else f"{test:.1f}"
     fmt_dev = "-" if dev is None else f"{dev:.1f}"
     if len(runs) == 1:
-        return f"{fmt} ({fmt_dev})"
-    per_seed = " / ".join(f"{runs[s]['test']:.1f}" if "test" in runs[s] else "-"
-                          for s in sorted(runs))
-    return f"{fmt} ({per_seed}; dev {fmt_dev})"
+        cell = f"{fmt} ({fmt_dev})"
+    else:
+        per_seed = " / ".join(f"{runs[s]['test']:.1f}" if "test" in runs[s] else "-"
+                              for s in sorted(runs))
+        cell = f"{fmt} ({per_seed}; dev {fmt_dev})"
+    if seeds is not None and len(seeds) < n_seeds:
+        cell += f" [seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} only]"
+    return cell
 
 
 def score_table(rows: Rows, datasets: List[str]) -> List[str]:
     """Models down, tasks across; each cell: test score (dev score), or with several seeds
     the mean test score (each seed's; mean dev score), and the test difference to the CNN
-    baseline (of the means)."""
+    baseline: of the means over the seeds both rows have."""
     present = [d for d in datasets if any(key[0] == d for key in rows)]
     if not present:
         return []
     models = [m for m in MODELS if any((d, m) in rows for d in present)]
     models += sorted({m for d, m in rows if d in present} - set(models))
+    n_seeds = max(len(_seeds(runs)) for (d, _), runs in rows.items() if d in present)
     lines = ["| model | " + " | ".join(NAMES.get(d, d) for d in present) + " |",
              "|---|" + "---|" * len(present)]
     for model in models:
@@ -130,11 +153,12 @@ def score_table(rows: Rows, datasets: List[str]) -> List[str]:
             if not any("test" in r or "dev" in r for r in runs.values()):
                 cells.append("-")
                 continue
-            cell = _cell(runs)
-            test = _mean(runs, "test")
-            base = _mean(rows.get((dataset, "cnn"), {}), "test")
-            if model != "cnn" and base is not None and test is not None:
-                cell += f" {test - base:+.1f}"
+            cell = _cell(runs, n_seeds)
+            baseline = rows.get((dataset, "cnn"), {})
+            common = sorted(set(_seeds(runs)) & set(_seeds(baseline)))
+            mine, base = _mean(runs, "test", common), _mean(baseline, "test", common)
+            if model != "cnn" and mine is not None and base is not None:
+                cell += f" {mine - base:+.1f}"
             cells.append(cell)
         lines.append(f"| {MODELS.get(model, model)} | " + " | ".join(cells) + " |")
     return lines
@@ -145,7 +169,8 @@ def main(metrics: Path, training: Path, output: Path) -> None:
     rows = collect(metrics)
     lines = ["Test score (dev score) of the model selected on dev; with several seeds, the mean "
              "test score (each seed's test score, in seed order; the mean dev score). The "
-             "signed figure is the test difference to the spaCy CNN baseline (of the means).",
+             "signed figure is the test difference to the spaCy CNN baseline (of the means "
+             "over the seeds both have); a cell with fewer seeds than others names its seeds.",
              ""]
     for title, datasets in (("English", ENGLISH), ("Chinese", CHINESE)):
         table = score_table(rows, datasets)

@@ -6,7 +6,8 @@ A run directory `training/<task>_<row>[_s<seed>]` (e.g. `ner_elmo_s0`, `sst5_cnn
 evaluated on `corpus/<dataset>/{dev,test}.spacy` (the task's dataset, as
 `scripts/run_table.py` names them; `ner` is CoNLL-2003). Writes `metrics/<run>.dev.json` and
 `metrics/<run>.test.json`. `run_table.py` evaluates its own cells; this catches the rest
-(e.g. runs trained by hand with `spacy train`).
+(e.g. runs trained by hand with `spacy train`). A run whose training was interrupted
+(model-best, but neither model-last nor cell.json) is skipped with a note.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from compare import complete  # scripts/compare.py
 from run_table import TASK_DATASETS, evaluate_run  # scripts/run_table.py
 
 
@@ -23,6 +25,10 @@ def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1,
     for run in sorted(p for p in training.iterdir() if (p / "model-best").exists()):
         dataset = TASK_DATASETS.get(run.name.split("_")[0])
         if dataset is None:
+            continue
+        if not complete(run):
+            typer.echo(f"{run.name}: skipped, its training did not finish (model-best but no "
+                       "model-last or cell.json): train it again", err=True)
             continue
         test = metrics / f"{run.name}.test.json"
         if only_new and test.exists() and (test.stat().st_mtime >

@@ -9,12 +9,16 @@ A cell is `spacy train` of the row's config on the task's corpus/<dataset>/{trai
 into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
 into metrics/<task>_<row>_s<seed>.{dev,test}.json (the names `scripts/compare.py` reads).
 A finished cell leaves training/<run>/cell.json (its command, wall time and scores); a rerun
-skips finished cells and trains an interrupted one again from the start, so a table that
-takes longer than a session continues where it stopped; `--summary` is written once every
-cell is finished (the project's commands name it as their output). Every row of a task gets the same
-budget (`--max-steps`, `--eval-frequency`, the config's patience) and the test score of the
-model selected on dev is reported. `--jobs N` runs N cells at once, each process's thread
-pools (OpenMP, MKL, OpenBLAS: torch and numpy) capped at cores / N, its output in
+skips finished cells (those whose cell.json records the same command, --gpu-id aside: a cell
+of other settings, such as another biLM or budget, is trained again) and trains an
+interrupted one again from the start, so a table that takes longer than a session continues
+where it stopped; `--summary` is written once every cell is finished (the project's
+commands name it as their output), and while cells are skipped for missing inputs the
+command exits non-zero, so that `spacy project run` does not take the table as made. Every
+row of a task gets the same budget (`--max-steps`, `--eval-frequency`, the config's
+patience) and the test score of the model selected on dev is reported. `--jobs N` runs N
+cells at once, each process's thread pools (OpenMP, MKL, OpenBLAS: torch and numpy) capped
+at cores / N, its output in
 training/<run>/train.log: spaCy's CPU training is mostly one thread, so on a small machine
 parallel cells use it better than one cell with every core.
 
@@ -100,6 +104,7 @@ ROWS: Dict[str, Row] = {
                            {"elmo_weights": "{weights}", "vectors": "{w2v}"}),
 }
 W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp"}
+SPLITS = ("train", "dev", "test")  # corpus/<dataset>/<split>.spacy: every cell needs all three
 
 
 @dataclass
@@ -140,14 +145,32 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
                     command += [f"--paths.{key}", value]
                 for key, value in row.overrides.items():
                     command += [f"--{key.format(kind=task.kind)}", value]
-                needs = [config, corpus / "train.spacy", corpus / "dev.spacy"]
+                needs = [config] + [corpus / f"{split}.spacy" for split in SPLITS]
                 needs += [Path(v) for k, v in paths.items() if v != "null"]
                 cells.append(Cell(name, row_name, seed, corpus, command, needs))
     return cells
 
 
+def recorded(command: List[str]) -> str:
+    """A cell's command as its cell.json records it (`python` for the interpreter)."""
+    return "python " + " ".join(command[1:])
+
+
+def _settings(command: str) -> str:
+    """What makes two commands train the same cell: all but the device (--gpu-id N)."""
+    words = command.split()
+    return " ".join(w for i, w in enumerate(words)
+                    if w != "--gpu-id" and (i == 0 or words[i - 1] != "--gpu-id"))
+
+
 def finished(cell: Cell, training: Path) -> bool:
-    return (training / cell.run / "cell.json").exists()
+    """Whether the cell's cell.json records a run of this very command (other settings,
+    e.g. another biLM or budget: not finished, trained again)."""
+    path = training / cell.run / "cell.json"
+    if not path.exists():
+        return False
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return _settings(record.get("command", "")) == _settings(recorded(cell.command))
 
 
 def cores() -> int:
@@ -203,7 +226,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
     finally:
         if log is not None:
             log.close()
-    record = {"command": "python " + " ".join(cell.command[1:]),
+    record = {"command": recorded(cell.command),
               "train_minutes": round(minutes, 1),
               **({"threads": threads} if threads is not None else {}),
               **scores}
@@ -224,7 +247,11 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
     if jobs == 1:
         for i, cell in enumerate(cells, 1):
             typer.echo(f"[{i}/{len(cells)}] {cell.run}", err=True)
-            done(cell, run_cell(cell, training, metrics, gpu_id))
+            try:
+                done(cell, run_cell(cell, training, metrics, gpu_id))
+            except subprocess.CalledProcessError:
+                typer.echo(f"{cell.run} failed: see its output above", err=True)
+                return [cell.run]
         return []
     threads = max(1, cores() // jobs)
     stop = threading.Event()  # set by a failed cell, in its worker, before it takes another
@@ -286,10 +313,11 @@ def main(
         task_names.remove("thucnewsjieba")  # a separate experiment: --tasks thucnewsjieba
     unknown = [t for t in task_names if t not in TABLES[table]]
     row_names = rows.split(",") if rows else None
-    unknown += [r for r in row_names or [] if r not in ROWS]
+    table_rows = {r for t in TABLES[table].values() for r in t.rows}
+    unknown += [r for r in row_names or [] if r not in table_rows]
     if unknown:
-        raise typer.BadParameter(f"unknown tasks or rows {unknown}; tasks: "
-                                 f"{sorted(TABLES[table])}, rows: {sorted(ROWS)}")
+        raise typer.BadParameter(f"unknown tasks or rows {unknown} for the {table} table; "
+                                 f"tasks: {sorted(TABLES[table])}, rows: {sorted(table_rows)}")
     values = {"weights": weights, "news_weights": news_weights, "jieba_weights": jieba_weights,
               "w2v": W2V_CONCAT[table]}
     budget = ["--training.max_steps", str(max_steps), "--training.eval_frequency",
@@ -298,27 +326,38 @@ def main(
                        values, budget)
     training, metrics = Path("training"), Path("metrics")
     todo = [c for c in cells if not finished(c, training)]
+    stale = [c.run for c in todo if (training / c.run / "cell.json").exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
                f"{len(todo)} to run")
-    runnable = []
+    if stale:
+        typer.echo(f"trained again, their cell.json records other settings: {', '.join(stale)}",
+                   err=True)
+    runnable, skipped = [], []
     for i, cell in enumerate(todo, 1):
         missing = [str(p) for p in cell.needs if not p.exists()]
         if dry_run or missing:
             why = f"  (skipped: missing {', '.join(missing)})" if missing else ""
-            typer.echo(f"[{i}/{len(todo)}] {cell.run}: python {' '.join(cell.command[1:])}{why}")
+            typer.echo(f"[{i}/{len(todo)}] {cell.run}: {recorded(cell.command)}{why}")
+            skipped += [cell.run] if missing else []
         else:
             runnable.append(cell)
     failed = run_cells(runnable, training, metrics, gpu_id, jobs)
     if failed:
         typer.echo(f"failed: {', '.join(failed)}; rerun the same command to retry them", err=True)
         raise typer.Exit(1)
-
-    if summary is not None and all(finished(c, training) for c in cells):
-        records = {c.run: json.loads((training / c.run / "cell.json").read_text(encoding="utf-8"))
-                   for c in cells}
-        summary.parent.mkdir(parents=True, exist_ok=True)
-        summary.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
-        typer.echo(f"every cell finished: {summary}")
+    if summary is None or dry_run:
+        return
+    if skipped:  # a non-zero status: `spacy project run` must not record the table as made
+        typer.echo(f"not written: {summary}: {len(skipped)} cell(s) skipped for missing inputs "
+                   f"(listed above); make them and run the same command again", err=True)
+        raise typer.Exit(1)
+    records = {c.run: json.loads((training / c.run / "cell.json").read_text(encoding="utf-8"))
+               for c in cells}
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    tmp = summary.with_name(summary.name + ".tmp")
+    tmp.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(summary)
+    typer.echo(f"every cell finished: {summary}")
 
 if __name__ == "__main__":
     typer.run(main)

@@ -156,10 +156,11 @@ def test_results_table_aggregates_seeds_as_mean_and_each_seed(tmp_path):
     lines = compare.score_table(rows, compare.ENGLISH)
     assert lines[0] == "| model | CoNLL-2003 NER (F1) | SST-5 (accuracy) |"
     assert lines[2] == "| spaCy CNN baseline | 80.5 (80.0 / 81.0; dev 90.5) | - |"
-    assert lines[3] == "| CNN + word2vec (same text) | - | 41.0 (40.0) |"
+    assert lines[3] == "| CNN + word2vec (same text) | - | 41.0 (40.0) [seed 0 only] |"
     assert lines[4] == ("| CNN + word2vec (all lm_en) | 83.5 (84.0 / 83.0; dev 92.5) +3.0 "
                         "| - |")
-    assert lines[5] == "| [word2vec + features ; ELMo] | 86.5 (94.0) +6.0 | - |"
+    # one seed: named, and compared with the baseline's same seed (81.0), not its mean
+    assert lines[5] == "| [word2vec + features ; ELMo] | 86.5 (94.0) [seed 1 only] +5.5 | - |"
     assert len(lines) == 6
     _metrics(tmp_path / "dup", {"ner_cnn": (90.0, 80.0), "ner_cnn_s0": (90.0, 80.0)})
     with pytest.raises(typer.BadParameter, match="both seed 0 of ner_cnn"):
@@ -276,15 +277,19 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
                     news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
                     gpu_id=-1, jobs=1, dry_run=False,
                     summary=tmp_path / "results" / "table.json")
-    run_table.main("en", **settings)
-    out = capsys.readouterr().out
-    assert "skipped: missing pretrain_cnn/model-last.bin" in out
+    with pytest.raises(typer.Exit) as stop:  # not 0: the project must not record the table
+        run_table.main("en", **settings)
+    assert stop.value.exit_code == 1
+    out = capsys.readouterr()
+    assert "skipped: missing pretrain_cnn/model-last.bin" in out.out
+    assert "1 cell(s) skipped for missing inputs" in out.err
     record = srsly.read_json(tmp_path / "training" / "trec_cnn_s0" / "cell.json")
     test = srsly.read_json(tmp_path / "metrics" / "trec_cnn_s0.test.json")
     assert record["test"] == pytest.approx(100 * test["cats_micro_f"])
     assert "--system.seed 0" in record["command"]
     assert not settings["summary"].exists()  # one cell could not run
-    run_table.main("en", **settings)
+    with pytest.raises(typer.Exit):
+        run_table.main("en", **settings)
     assert "2 cells, 1 finished, 1 to run" in capsys.readouterr().out
     run_table.main("en", **{**settings, "rows": "cnn"})
     assert "1 cells, 1 finished, 0 to run" in capsys.readouterr().out

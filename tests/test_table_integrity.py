@@ -1,0 +1,123 @@
+"""Results that cannot be trusted are never reused: table cells and curve points of other
+settings or of interrupted trainings are trained again, and incomplete tables say so."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from .test_project import ROOT, _load_convert
+
+
+def _scripts(*names):
+    sys.path.insert(0, str(ROOT / "scripts"))  # the scripts import their neighbours
+    try:
+        return [_load_convert(name) for name in names]
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def _cell(run_table, weights="null", steps="3000", gpu="-1"):
+    budget = ["--training.max_steps", steps, "--gpu-id", gpu]
+    return run_table.make_cells("en", ["ner"], ["elmo"], [0], {"weights": weights}, budget)[0]
+
+
+def test_a_cell_recorded_with_other_settings_is_not_finished(tmp_path):
+    """A cell trained with the bundled biLM counted as finished for --weights
+    bilm/pretrained_v2: the table silently reported the old biLM's scores."""
+    (run_table,) = _scripts("run_table")
+    cell = _cell(run_table)
+    (tmp_path / cell.run).mkdir()
+    (tmp_path / cell.run / "cell.json").write_text(json.dumps(
+        {"command": run_table.recorded(cell.command), "test": 80.0}))
+    assert run_table.finished(cell, tmp_path)
+    assert run_table.finished(_cell(run_table, gpu="0"), tmp_path)  # the device aside
+    assert not run_table.finished(_cell(run_table, weights="bilm/pretrained_v2"), tmp_path)
+    assert not run_table.finished(_cell(run_table, steps="600"), tmp_path)
+
+
+def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, monkeypatch):
+    (run_table,) = _scripts("run_table")
+    assert Path("corpus/conll/test.spacy") in _cell(run_table).needs
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(typer.BadParameter, match=r"unknown tasks or rows \['elmo_news'\] for "
+                                                 r"the en table"):
+        run_table.main("en", tasks="sst5", rows="elmo_news", dry_run=True, summary=None,
+                       seeds="0", weights="null", news_weights="N", jieba_weights="J",
+                       max_steps=2, eval_frequency=1, gpu_id=-1, jobs=1)
+
+
+def test_a_failing_cell_run_alone_is_reported_not_a_traceback(tmp_path, monkeypatch, capsys):
+    (run_table,) = _scripts("run_table")
+    monkeypatch.chdir(tmp_path)
+    bad = run_table.Cell("trec", "broken", 0, Path("corpus/trec"),
+                         [sys.executable, "-c", "raise SystemExit(3)"], [])
+    never = run_table.Cell("trec", "never", 0, Path("corpus/trec"),
+                           [sys.executable, "-c", "open('ran', 'w')"], [])
+    assert run_table.run_cells([bad, never], Path("training"), Path("metrics"), -1, 1) == [
+        "trec_broken_s0"]
+    assert "trec_broken_s0 failed" in capsys.readouterr().err
+    assert not (tmp_path / "ran").exists()  # no new cell after a failure
+
+
+def test_interrupted_runs_are_neither_evaluated_nor_mixed_in(tmp_path, monkeypatch, capsys):
+    evaluate_all, compare = _scripts("evaluate_all", "compare")
+    training = tmp_path / "training"
+    for run, files in {"ner_elmo_s1": ["model-best"],  # killed halfway
+                       "ner_cnn_s0": ["model-best", "model-last"],  # by hand, finished
+                       "ner_cnn_s1": ["model-best", "cell.json"]}.items():  # a table cell
+        for name in files:
+            (training / run / name).mkdir(parents=True, exist_ok=True)
+    evaluated = []
+    monkeypatch.setattr(evaluate_all, "evaluate_run",
+                        lambda run, *args: evaluated.append(run.name) or {"test": 1.0})
+    evaluate_all.main(training, tmp_path / "corpus", tmp_path / "metrics")
+    assert evaluated == ["ner_cnn_s0", "ner_cnn_s1"]
+    assert "ner_elmo_s1: skipped, its training did not finish" in capsys.readouterr().err
+    assert compare.layer_mixes(training) == []  # the unfinished ELMo run is not loaded
+
+
+def test_curve_retrains_what_is_not_done_and_checks_its_arguments_first(tmp_path,
+                                                                         monkeypatch):
+    (curve,) = _scripts("checkpoint_curve")
+    calls = []
+
+    def train(command, check):
+        calls.append(command)
+        (Path(command[command.index("--output") + 1]) / "model-best").mkdir(parents=True,
+                                                                            exist_ok=True)
+
+    def evaluate(model, data, output, use_gpu, silent):
+        Path(output).write_text(json.dumps({"ents_f": 0.5}))
+
+    monkeypatch.setattr(curve.subprocess, "run", train)
+    monkeypatch.setattr(curve, "evaluate", evaluate)
+    bilm = tmp_path / "a" / "mine"
+    bilm.mkdir(parents=True)
+    args = dict(config=Path("c.cfg"), corpus=tmp_path, output=tmp_path / "out", wic=None,
+                every=0, gpu_id=-1, eval_frequency=1)
+    with pytest.raises(typer.BadParameter, match="--baseline .* does not exist"):
+        curve.main(bilms=[f"{bilm}=30"], baseline=tmp_path / "none.json", max_steps=5, **args)
+    other = tmp_path / "b" / "mine"
+    other.mkdir(parents=True)
+    with pytest.raises(typer.BadParameter, match=r"share the run name\(s\) \['mine'\]"):
+        curve.main(bilms=[f"{bilm}=30", f"{other}=20"], baseline=None, max_steps=5, **args)
+    snapshot = tmp_path / "snapshots" / "step_0002500"
+    snapshot.mkdir(parents=True)
+    (snapshot / "dev.json").write_text(json.dumps({"step": 2500, "dev_ppl": 99.0}))
+    with pytest.raises(typer.BadParameter, match="no biLM to train"):
+        curve.main(bilms=[str(tmp_path / "snapshots")], baseline=None, max_steps=5,
+                   **{**args, "every": 5000})
+    assert calls == []  # nothing trained before the arguments were checked
+    # a model-best without done.json (a run stopped halfway) is trained again
+    (tmp_path / "out" / "mine" / "model-best").mkdir(parents=True)
+    curve.main(bilms=[f"{bilm}=30"], baseline=None, max_steps=5, **args)
+    assert len(calls) == 1
+    curve.main(bilms=[f"{bilm}=30"], baseline=None, max_steps=5, **args)
+    assert len(calls) == 1  # done: reused
+    curve.main(bilms=[f"{bilm}=30"], baseline=None, max_steps=9, **args)
+    assert len(calls) == 2  # another budget: trained again
+    assert "| mine | - | 30.0 | 50.0 | - |" in (tmp_path / "out" / "curve.md").read_text()
+
