@@ -2,8 +2,10 @@
 
   python scripts/holdout.py INPUT TRAIN_OUT DEV_OUT [--every 100]
 
-INPUT may be plain, .gz or .xz; the outputs are written gzip-compressed when their names end
-in .gz. Used for corpora without a dev split (the Chinese pretraining text).
+INPUT may be plain, .gz or .xz, in UTF-8 (a byte order mark is dropped); the outputs are
+written gzip-compressed when their names end in .gz. Used for corpora without a dev split
+(the Chinese pretraining text). The arguments are checked before anything is written, and
+the outputs are written atomically: a failed or interrupted run leaves the old ones.
 """
 
 from __future__ import annotations
@@ -11,32 +13,89 @@ from __future__ import annotations
 import gzip
 import lzma
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import typer
 
+from spacy_elmo.files import atomic_write
 
-def _open(path: Path, mode: str) -> IO[str]:
+
+def _open(path: Path, mode: str, like: Path | None = None) -> IO[str]:
+    """Open `path` as UTF-8 text, compressed as the name of `like` (default: `path`) says."""
+    suffix = (like or path).suffix
+    encoding = "utf-8-sig" if mode == "r" else "utf-8"
+    if suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding=encoding)  # type: ignore[return-value]
+    if suffix == ".xz":
+        return lzma.open(path, mode + "t", encoding=encoding)  # type: ignore[return-value]
+    return open(path, mode, encoding=encoding)
+
+
+def _open_binary(path: Path) -> BinaryIO:
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     if path.suffix == ".xz":
-        return lzma.open(path, mode + "t", encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _first_bad_line(path: Path) -> int:
+    """The number of the first line of `path` that is not UTF-8 (0 if none is found)."""
+    with _open_binary(path) as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return n
+    return 0
+
+
+def _check(input_path: Path, train_out: Path, dev_out: Path, every: int) -> None:
+    if every < 2:
+        raise typer.BadParameter(f"--every must be 2 or more (every N-th line goes to dev), "
+                                 f"not {every}")
+    if not input_path.is_file():
+        raise typer.BadParameter(f"no such file: {input_path}")
+    try:
+        open(input_path, "rb").close()
+    except OSError as err:
+        raise typer.BadParameter(f"cannot read {input_path}: {err.strerror}") from None
+    for out in (train_out, dev_out):
+        if out.is_dir():
+            raise typer.BadParameter(f"{out} is a directory; give a file name")
+        if out.resolve() == input_path.resolve():
+            raise typer.BadParameter(f"{out} is the input file; give another output")
+    if train_out.resolve() == dev_out.resolve():
+        raise typer.BadParameter("TRAIN_OUT and DEV_OUT must be different files")
 
 
 def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100) -> None:
-    train_out.parent.mkdir(parents=True, exist_ok=True)
-    dev_out.parent.mkdir(parents=True, exist_ok=True)
+    _check(input_path, train_out, dev_out, every)
     n_train = n_dev = 0
-    with _open(input_path, "r") as src, _open(train_out, "w") as train, \
-            _open(dev_out, "w") as dev:
-        for i, line in enumerate(src):
-            if (i + 1) % every == 0:
-                dev.write(line)
-                n_dev += 1
-            else:
-                train.write(line)
-                n_train += 1
+    try:
+        with atomic_write(train_out) as train_tmp, atomic_write(dev_out) as dev_tmp:
+            with _open(input_path, "r") as src, _open(train_tmp, "w", like=train_out) as train, \
+                    _open(dev_tmp, "w", like=dev_out) as dev:
+                for i, line in enumerate(src):
+                    if (i + 1) % every == 0:
+                        dev.write(line)
+                        n_dev += 1
+                    else:
+                        train.write(line)
+                        n_train += 1
+            if n_dev == 0:
+                raise typer.BadParameter(
+                    f"{input_path} has {n_train} lines, fewer than --every {every}: none would "
+                    f"go to {dev_out}; use a smaller --every")
+    except UnicodeDecodeError:
+        bad = _first_bad_line(input_path)
+        where = f"{input_path}:{bad}" if bad else str(input_path)
+        raise typer.BadParameter(f"{where}: not UTF-8; convert the file to UTF-8 first (the "
+                                 "outputs were left as they were)") from None
+    except (EOFError, gzip.BadGzipFile, lzma.LZMAError) as err:
+        raise typer.BadParameter(f"cannot read {input_path}: {err or type(err).__name__} (is "
+                                 "it damaged, or not compressed as its name says?); the "
+                                 "outputs were left as they were") from None
     typer.echo(f"{input_path}: {n_train} lines -> {train_out}, {n_dev} lines -> {dev_out}")
 
 

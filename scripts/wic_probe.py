@@ -42,19 +42,30 @@ def read_wic(wic_dir: Path, split: str) -> List[WicPair]:
         if not path.exists():
             raise typer.BadParameter(f"no {path}: WIC_DIR must hold {split}/{path.name}")
     labels = gold.read_text(encoding="utf-8").split()
+    lines = data.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():  # blank lines at the end
+        lines.pop()
+    if len(labels) != len(lines):
+        raise typer.BadParameter(f"{gold} has {len(labels)} labels for the {len(lines)} "
+                                 f"pairs of {data}: one T or F per pair, in the same order")
+    for n, label in enumerate(labels):
+        if label not in ("T", "F"):
+            raise typer.BadParameter(f"{gold}: label {n + 1} is {label!r}, not T or F")
     pairs: List[WicPair] = []
-    for n, line in enumerate(data.read_text(encoding="utf-8").splitlines()):
+    for n, line in enumerate(lines):
         fields = line.split("\t")
         if len(fields) != 5:
             raise typer.BadParameter(f"{data}:{n + 1}: expected 5 tab-separated fields")
         word, _, positions, first, second = fields
-        i, j = (int(p) for p in positions.split("-"))
+        try:
+            i, j = (int(p) for p in positions.split("-"))
+        except ValueError:
+            raise typer.BadParameter(f"{data}:{n + 1}: the target positions {positions!r} "
+                                     "are not I-J (two word indices)") from None
         tokens = (first.split(" "), second.split(" "))
         if not (0 <= i < len(tokens[0]) and 0 <= j < len(tokens[1])):
             raise typer.BadParameter(f"{data}:{n + 1}: target index out of the sentence")
         pairs.append(WicPair(word, tokens, (i, j), labels[n] == "T"))
-    if len(labels) != len(pairs):
-        raise typer.BadParameter(f"{gold} has {len(labels)} labels for {len(pairs)} pairs")
     return pairs
 
 
