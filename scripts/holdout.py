@@ -13,11 +13,12 @@ from __future__ import annotations
 import gzip
 import lzma
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO
 
 import typer
 
 from spacy_elmo.files import atomic_write
+from spacy_elmo.pretrain.corpus import first_undecodable_line
 
 
 def _open(path: Path, mode: str, like: Path | None = None) -> IO[str]:
@@ -29,25 +30,6 @@ def _open(path: Path, mode: str, like: Path | None = None) -> IO[str]:
     if suffix == ".xz":
         return lzma.open(path, mode + "t", encoding=encoding)  # type: ignore[return-value]
     return open(path, mode, encoding=encoding)
-
-
-def _open_binary(path: Path) -> BinaryIO:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if path.suffix == ".xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
-
-
-def _first_bad_line(path: Path) -> int:
-    """The number of the first line of `path` that is not UTF-8 (0 if none is found)."""
-    with _open_binary(path) as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return n
-    return 0
 
 
 def _check(input_path: Path, train_out: Path, dev_out: Path, every: int) -> None:
@@ -88,7 +70,7 @@ def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100) -> 
                     f"{input_path} has {n_train} lines, fewer than --every {every}: none would "
                     f"go to {dev_out}; use a smaller --every")
     except UnicodeDecodeError:
-        bad = _first_bad_line(input_path)
+        bad = first_undecodable_line(input_path)
         where = f"{input_path}:{bad}" if bad else str(input_path)
         raise typer.BadParameter(f"{where}: not UTF-8; convert the file to UTF-8 first (the "
                                  "outputs were left as they were)") from None

@@ -14,12 +14,13 @@ import gzip
 import lzma
 import re
 from pathlib import Path
-from typing import IO, BinaryIO, Dict, Iterator, Optional
+from typing import IO, Dict, Iterator, Optional
 
 import srsly
 import typer
 
 from spacy_elmo.files import atomic_write
+from spacy_elmo.pretrain.corpus import first_undecodable_line
 
 
 def _open(path: Path) -> IO[str]:
@@ -28,25 +29,6 @@ def _open(path: Path) -> IO[str]:
     if path.suffix == ".xz":
         return lzma.open(path, "rt", encoding="utf-8-sig")
     return open(path, encoding="utf-8-sig")
-
-
-def _open_binary(path: Path) -> BinaryIO:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if path.suffix == ".xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
-
-
-def _first_bad_line(path: Path) -> int:
-    """The number of the first line of `path` that is not UTF-8 (0 if none is found)."""
-    with _open_binary(path) as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return n
-    return 0
 
 
 def _check(input_path: Path, output: Path, limit: int, skip_pattern: str
@@ -100,7 +82,7 @@ def main(input_path: Path, output: Path, limit: int = 0,
                     f"blank or matches --skip-pattern {skip_pattern!r}); {output} was left as "
                     "it was")
     except UnicodeDecodeError:
-        bad = _first_bad_line(input_path)
+        bad = first_undecodable_line(input_path)
         where = f"{input_path}:{bad}" if bad else str(input_path)
         raise typer.BadParameter(f"{where}: not UTF-8; convert the file to UTF-8 first "
                                  f"({output} was left as it was)") from None

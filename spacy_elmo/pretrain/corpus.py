@@ -62,11 +62,24 @@ def resolve_files(patterns: Sequence[str]) -> List[Path]:
 
 
 def open_binary(path: Path) -> IO[bytes]:
+    """A plain, .gz or .xz file's bytes."""
     if path.name.endswith(".gz"):
         return cast(IO[bytes], gzip.open(path, "rb"))
     if path.name.endswith(".xz"):
         return cast(IO[bytes], lzma.open(path, "rb"))
     return open(path, "rb")
+
+
+def first_undecodable_line(path: Path) -> int:
+    """The number of the first line of a plain, .gz or .xz file that is not UTF-8 (0 if
+    every line is)."""
+    with open_binary(path) as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return n
+    return 0
 
 
 def _safe_cut(piece: bytes) -> int:
