@@ -132,11 +132,9 @@ def cached_probe(weights: Path, wic_dir: Optional[Path], cache: Path
         if wic_dir is None:
             raise FileNotFoundError(f"no WiC result in {cache}, and no WiC directory given")
         from spacy_elmo.bilm import load_bilm
-        from spacy_elmo.files import atomic_write
+        from spacy_elmo.files import write_json
 
-        rows = probe(load_bilm(weights), wic_dir)
-        with atomic_write(cache) as tmp:
-            tmp.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        write_json(cache, probe(load_bilm(weights), wic_dir))
     return json.loads(cache.read_text(encoding="utf-8"))
 
 
@@ -161,6 +159,7 @@ def main(weights: Path = typer.Argument(..., help="biLM weights (directory or fi
     import torch
 
     from spacy_elmo.bilm import load_bilm
+    from spacy_elmo.files import write_json, write_text
 
     torch.set_num_threads(threads)
     start = time.perf_counter()
@@ -169,10 +168,10 @@ def main(weights: Path = typer.Argument(..., help="biLM weights (directory or fi
     typer.echo(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        write_json(json_out, rows)
 
 
 if __name__ == "__main__":
