@@ -40,6 +40,9 @@ MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo_ft": "ELMo listener, biLM fine-tuned (grad_factor 1)",
           "elmo_concat": "[spaCy features ; ELMo]",
           "elmo_concat_w2v": "[word2vec + features ; ELMo]"}
+# a table cell's run directory (scripts/run_table.py): CELL_RUNNING while it trains and
+# evaluates, CELL_DONE (its record) once it has
+CELL_RUNNING, CELL_DONE = "cell.running", "cell.json"
 SEED_SUFFIX = re.compile(r"^(?P<model>.+)_s(?P<seed>\d+)$")
 Rows = Dict[Tuple[str, str], Dict[int, Dict[str, float]]]
 
@@ -53,9 +56,10 @@ def score(data: dict) -> float:
 
 
 def complete(run_dir: Path) -> bool:
-    """Whether a `spacy train` output is a finished training: a table cell (cell.json), or
-    a run by hand that got to save model-last (an interrupted one has model-best only)."""
-    return (run_dir / "cell.json").exists() or (run_dir / "model-last").exists()
+    """Whether a `spacy train` output may be evaluated and shown: not a table cell that is
+    training or was stopped (CELL_RUNNING). spaCy leaves model-best and model-last behind
+    an interrupted training too, so a run trained by hand always counts."""
+    return not (run_dir / CELL_RUNNING).exists()
 
 
 def layer_mixes(training: Path) -> List[Tuple[str, str, np.ndarray, float]]:

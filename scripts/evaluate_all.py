@@ -6,8 +6,9 @@ A run directory `training/<task>_<row>[_s<seed>]` (e.g. `ner_elmo_s0`, `sst5_cnn
 evaluated on `corpus/<dataset>/{dev,test}.spacy` (the task's dataset, as
 `scripts/run_table.py` names them; `ner` is CoNLL-2003). Writes `metrics/<run>.dev.json` and
 `metrics/<run>.test.json`. `run_table.py` evaluates its own cells; this catches the rest
-(e.g. runs trained by hand with `spacy train`). A run whose training was interrupted
-(model-best, but neither model-last nor cell.json) is skipped with a note.
+(e.g. runs trained by hand with `spacy train`). A table cell whose training did not finish
+(its cell.running marker) is skipped with a note; spaCy leaves no sign of an interrupted
+training by hand, so such runs are evaluated as they are.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def main(training: Path, corpus: Path, metrics: Path, gpu_id: int = -1,
         if dataset is None:
             continue
         if not complete(run):
-            typer.echo(f"{run.name}: skipped, its training did not finish (model-best but no "
-                       "model-last or cell.json): train it again", err=True)
+            typer.echo(f"{run.name}: skipped, a table cell whose training did not finish: "
+                       "run the table's command again", err=True)
             continue
         test = metrics / f"{run.name}.test.json"
         if only_new and test.exists() and (test.stat().st_mtime >

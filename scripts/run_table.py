@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, Dict, List, Optional, Tuple
 
 import typer
-from compare import score  # scripts/compare.py: the results table's figure
+from compare import CELL_DONE, CELL_RUNNING, score  # scripts/compare.py
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def _settings(command: str) -> str:
 def finished(cell: Cell, training: Path) -> bool:
     """Whether the cell's cell.json records a run of this very command (other settings,
     e.g. another biLM or budget: not finished, trained again)."""
-    path = training / cell.run / "cell.json"
+    path = training / cell.run / CELL_DONE
     if not path.exists():
         return False
     record = json.loads(path.read_text(encoding="utf-8"))
@@ -214,10 +214,14 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
     processes' thread pools are capped and their output goes to training/<run>/train.log."""
     start = time.time()
     run_dir = training / cell.run
+    # what an earlier training of this cell left (other settings) must not outlive it
+    for old in [run_dir / CELL_DONE] + [metrics / f"{cell.run}.{s}.json" for s in SPLITS]:
+        old.unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CELL_RUNNING).write_text(recorded(cell.command) + "\n", encoding="utf-8")
     env = cell_env(threads)
     log = None
     if threads is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
         log = (run_dir / "train.log").open("w", encoding="utf-8")
     try:
         subprocess.run(cell.command, check=True, env=env, stdout=log, stderr=log)
@@ -230,9 +234,10 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
               "train_minutes": round(minutes, 1),
               **({"threads": threads} if threads is not None else {}),
               **scores}
-    tmp = run_dir / "cell.json.tmp"
+    tmp = run_dir / (CELL_DONE + ".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(run_dir / "cell.json")
+    tmp.replace(run_dir / CELL_DONE)
+    (run_dir / CELL_RUNNING).unlink()
     return record
 
 
@@ -326,7 +331,7 @@ def main(
                        values, budget)
     training, metrics = Path("training"), Path("metrics")
     todo = [c for c in cells if not finished(c, training)]
-    stale = [c.run for c in todo if (training / c.run / "cell.json").exists()]
+    stale = [c.run for c in todo if (training / c.run / CELL_DONE).exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
                f"{len(todo)} to run")
     if stale:
@@ -351,7 +356,7 @@ def main(
         typer.echo(f"not written: {summary}: {len(skipped)} cell(s) skipped for missing inputs "
                    f"(listed above); make them and run the same command again", err=True)
         raise typer.Exit(1)
-    records = {c.run: json.loads((training / c.run / "cell.json").read_text(encoding="utf-8"))
+    records = {c.run: json.loads((training / c.run / CELL_DONE).read_text(encoding="utf-8"))
                for c in cells}
     summary.parent.mkdir(parents=True, exist_ok=True)
     tmp = summary.with_name(summary.name + ".tmp")

@@ -62,21 +62,51 @@ def test_a_failing_cell_run_alone_is_reported_not_a_traceback(tmp_path, monkeypa
     assert not (tmp_path / "ran").exists()  # no new cell after a failure
 
 
-def test_interrupted_runs_are_neither_evaluated_nor_mixed_in(tmp_path, monkeypatch, capsys):
+def test_unfinished_cells_are_neither_evaluated_nor_mixed_in(tmp_path, monkeypatch, capsys):
     evaluate_all, compare = _scripts("evaluate_all", "compare")
     training = tmp_path / "training"
-    for run, files in {"ner_elmo_s1": ["model-best"],  # killed halfway
-                       "ner_cnn_s0": ["model-best", "model-last"],  # by hand, finished
-                       "ner_cnn_s1": ["model-best", "cell.json"]}.items():  # a table cell
+    for run, files in {"ner_elmo_s1": ["model-best", "model-last", "cell.running"],  # stopped
+                       "ner_cnn_s0": ["model-best", "model-last"],  # by hand
+                       "ner_cnn_s1": ["model-best", "model-last", "cell.json"]}.items():
+        (training / run).mkdir(parents=True)
         for name in files:
-            (training / run / name).mkdir(parents=True, exist_ok=True)
+            (training / run / name).mkdir() if name.startswith("model") else \
+                (training / run / name).write_text("{}")
     evaluated = []
     monkeypatch.setattr(evaluate_all, "evaluate_run",
                         lambda run, *args: evaluated.append(run.name) or {"test": 1.0})
     evaluate_all.main(training, tmp_path / "corpus", tmp_path / "metrics")
     assert evaluated == ["ner_cnn_s0", "ner_cnn_s1"]
-    assert "ner_elmo_s1: skipped, its training did not finish" in capsys.readouterr().err
+    assert "ner_elmo_s1: skipped, a table cell whose training did not finish" in \
+        capsys.readouterr().err
     assert compare.layer_mixes(training) == []  # the unfinished ELMo run is not loaded
+
+
+def test_a_cell_trained_again_loses_its_old_record_first(tmp_path, monkeypatch):
+    """A cell retrained for other settings kept the old biLM's cell.json and metrics until
+    it finished: an interruption left them beside a half-trained model."""
+    (run_table,) = _scripts("run_table")
+    monkeypatch.chdir(tmp_path)
+    cell = _cell(run_table)
+    run_dir, metrics = Path("training") / cell.run, Path("metrics")
+    run_dir.mkdir(parents=True)
+    metrics.mkdir()
+    (run_dir / "cell.json").write_text('{"command": "python old", "test": 80.0}')
+    (metrics / f"{cell.run}.test.json").write_text('{"ents_f": 0.8}')
+    seen = {}
+
+    def interrupted(command, **kwargs):
+        seen["record"] = (run_dir / "cell.json").exists()
+        seen["metrics"] = (metrics / f"{cell.run}.test.json").exists()
+        seen["running"] = (run_dir / "cell.running").read_text()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_table.subprocess, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_table.run_cell(cell, Path("training"), metrics, -1)
+    assert seen == {"record": False, "metrics": False,
+                    "running": run_table.recorded(cell.command) + "\n"}
+    assert (run_dir / "cell.running").exists() and not run_table.finished(cell, Path("training"))
 
 
 def test_curve_retrains_what_is_not_done_and_checks_its_arguments_first(tmp_path,
