@@ -98,10 +98,35 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          ) -> None:
     if lang not in LANGUAGES:
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
-    about = LANGUAGES[lang]
     output = output or ROOT / "spacy_elmo" / "data" / f"elmo_{lang}_small"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # everything is made in a staging directory beside `output`, which replaces it only at
+    # the end: a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity)
+        swap_in(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    size = (output / "weights.hdf5").stat().st_size / 2**20
+    typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
+
+
+def swap_in(staging: Path, output: Path) -> None:
+    """Put `staging` in the place of `output` (the old one removed once the new is there)."""
+    old = output.with_name(f".{output.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if output.exists():
+        output.rename(old)
+    staging.rename(output)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
+                wic: Optional[Path], perplexity: List[str]) -> None:
+    """Write the biLM and its model card (titled `name`) into `output`."""
+    about = LANGUAGES[lang]
     rows = read_metrics(run / "metrics.jsonl")
-    output.mkdir(parents=True, exist_ok=True)
     last, last_dev = take_model(run, snapshot, rows, output)
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
     bilm = load_bilm(output)
@@ -166,7 +191,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     rows_md = "\n".join(f"| {k} | {v} |" for k, v in table)
     curve = "\n".join(f"| {r['step']:,} | {r['tokens'] / 1e6:.2f}M | {r['dev_ppl_fwd']:.1f} | "
                       f"{r['dev_ppl_bwd']:.1f} | {r['dev_ppl']:.1f} |" for r in dev)
-    card = f"""# {output.name}: {about['title']}
+    card = f"""# {name}: {about['title']}
 
 The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
 Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
@@ -190,9 +215,7 @@ Dev perplexity during training:
 License: {about['license']}.
 """
     (output / "README.md").write_text(card, encoding="utf-8")
-    size = (output / "weights.hdf5").stat().st_size / 2**20
-    typer.echo(f"bundled {run} -> {output} ({size:.1f} MB), dev perplexity "
-               f"{last_dev.get('dev_ppl', nan):.1f}")
+    typer.echo(f"dev perplexity {last_dev.get('dev_ppl', nan):.1f}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,30 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     assert not (out / "softmax.hdf5").exists()
 
 
+def test_a_failed_bundle_keeps_the_bundled_biLM(tmp_path, bundle):
+    """A snapshot without dev.json: the weights were copied over the bundled biLM, then
+    the script failed, leaving them beside the old model card."""
+    train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)
+    out = tmp_path / "data" / "elmo_zh_small"
+    out.mkdir(parents=True)
+    for name, text in (("weights.hdf5", "old weights"), ("README.md", "old card")):
+        (out / name).write_text(text)
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        (snapshot / name).write_bytes((tmp_path / "run" / "model" / name).read_bytes())
+    with pytest.raises(FileNotFoundError, match="dev.json"):
+        bundle.main(tmp_path / "run", lang="zh", snapshot=snapshot, output=out, wic=None,
+                    perplexity=[])
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        "weights.hdf5": "old weights", "README.md": "old card"}
+    assert [p.name for p in out.parent.iterdir()] == ["elmo_zh_small"]  # no staging left
+    bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=out, wic=None,
+                perplexity=[])
+    assert load_bilm(out) is not None and "old card" not in (out / "README.md").read_text()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["elmo_zh_small"]
+
+
 def test_bundle_refuses_an_unknown_language(tmp_path, bundle):
     import typer
 
