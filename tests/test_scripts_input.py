@@ -26,23 +26,25 @@ def _docs(path, lang="en"):
     return list(DocBin().from_disk(path).get_docs(spacy.blank(lang).vocab))
 
 
-def _ner(tmp_path, text, name="ner.txt", **kwargs):
+def _source(tmp_path, name, text):
+    """An input file of `text` (str: UTF-8; bytes: as they are)."""
     source = tmp_path / name
     if isinstance(text, bytes):
         source.write_bytes(text)
     else:
         source.write_text(text, encoding="utf-8")
+    return source
+
+
+def _ner(tmp_path, text, name="ner.txt", **kwargs):
+    source = _source(tmp_path, name, text)
     out = tmp_path / "ner.spacy"
     convert.ner(source, out, **{"sentences_per_doc": 1, **kwargs})
     return _docs(out)
 
 
 def _textcat(tmp_path, text, name="rows.txt", **kwargs):
-    source = tmp_path / name
-    if isinstance(text, bytes):
-        source.write_bytes(text)
-    else:
-        source.write_text(text, encoding="utf-8")
+    source = _source(tmp_path, name, text)
     out = tmp_path / "cats.spacy"
     convert.textcat(source, out, **kwargs)
     return {d.text: [label for label, v in d.cats.items() if v] for d in _docs(out)}

@@ -56,9 +56,8 @@ def content_checksum(data: Dict[str, Any]) -> str:
 def _walk(digest: Any, value: Any) -> None:
     """Feed one value of a checkpoint into `digest` (see `content_checksum`)."""
     if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous().reshape(-1)
-        digest.update(f"T{t.dtype}{tuple(value.shape)};".encode())
-        digest.update(t.view(torch.uint8).numpy().data)
+        digest.update(f"T{value.dtype}{tuple(value.shape)};".encode())
+        digest.update(_tensor_bytes(value))
     elif isinstance(value, dict):
         digest.update(f"{type(value).__name__}{len(value)};".encode())
         for key in sorted(value, key=lambda k: (type(k).__name__, str(k))):
@@ -73,6 +72,11 @@ def _walk(digest: Any, value: Any) -> None:
             _walk(digest, item)
     else:
         _leaf(digest, value)
+
+
+def _tensor_bytes(value: torch.Tensor) -> memoryview:
+    """A tensor's data as raw bytes, in row-major order, on the CPU."""
+    return value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data
 
 
 def _leaf(digest: Any, value: Any) -> None:
@@ -96,9 +100,8 @@ def tensors_checksum(data: Any) -> str:
 
     def walk(value: Any, where: str) -> None:
         if isinstance(value, torch.Tensor):
-            t = value.detach().cpu().contiguous().reshape(-1)
-            digest.update(f"{where}:{t.dtype}:{tuple(value.shape)};".encode())
-            digest.update(t.view(torch.uint8).numpy().data)
+            digest.update(f"{where}:{value.dtype}:{tuple(value.shape)};".encode())
+            digest.update(_tensor_bytes(value))
         elif isinstance(value, dict):
             for key in sorted(value, key=str):
                 if key != TENSORS_CHECKSUM:

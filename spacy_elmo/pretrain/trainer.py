@@ -211,13 +211,13 @@ class Trainer:
         bilm = make_bilm(config)
         exported = exported_softmax(config, bilm)
         settings = config.text_settings()
-        vocab = None
+        vocab, dev = None, None
         if ctx.is_main:
             vocab = choose_vocab(config, resolve_files(config.train), settings,
                                  None if exported is None else exported.vocab)
             check_vocab(config, vocab)
             if config.dev:
-                read_dev(config, settings, vocab)  # its errors, before anything is cleared
+                dev = read_dev(config, settings, vocab)  # its errors, before anything is cleared
         ddp.barrier(ctx)  # every rank checked the directory before rank 0 clears it
         if vocab is not None:  # rank 0
             clear_run(out)
@@ -229,7 +229,7 @@ class Trainer:
         if config.init_weights is not None:
             init_softmax(model, vocab, exported)
         torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
-        return cls(config, ctx, model, vocab, Position(), progress=progress)
+        return cls(config, ctx, model, vocab, Position(), progress=progress, dev=dev)
 
     @classmethod
     def resume(cls, config: PretrainConfig, ctx: ddp.DistContext, *, progress: bool
@@ -265,7 +265,8 @@ class Trainer:
         return cls(config, ctx, model, Vocab(saved["vocab"]), position, progress=progress)
 
     def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, model: BiLanguageModel,
-                 vocab: Vocab, position: Position, *, progress: bool) -> None:
+                 vocab: Vocab, position: Position, *, progress: bool,
+                 dev: Optional[List[List[str]]] = None) -> None:
         """Wire a model and vocabulary to the training streams from `position`; use
         `start` or `resume`."""
         self.config = config
@@ -303,9 +304,10 @@ class Trainer:
                                     window=config.window, buffers=position.buffers)
         self.state = position.lstm if position.lstm is not None else LSTMState.zeros(
             bilm.options, config.batch_size, ctx.device)
-        self.dev = (dev_batches(read_dev(config, self.settings, vocab), maker,
-                                rows=config.batch_size, window=config.window)
-                    if config.dev else [])
+        if dev is None and config.dev:  # not read by `start` (resume, other ranks)
+            dev = read_dev(config, self.settings, vocab)
+        self.dev = (dev_batches(dev, maker, rows=config.batch_size, window=config.window)
+                    if dev else [])
         if ctx.is_main:
             write_json(self.out / CONFIG_NAME, config.to_dict())
         self._plot_warned = False
