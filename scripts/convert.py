@@ -224,13 +224,10 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
 def _split(rows: List[T], output: Path, split: Optional[float], split_output: Optional[Path],
            seed: int, what: str = "rows") -> List[Tuple[Path, List[T]]]:
     """(path, rows) pairs: all rows to `output`, or a seeded random fraction to
-    `split_output` and the rest to `output` (both non-empty)."""
-    if split is None:
+    `split_output` and the rest to `output` (both non-empty; `_check_args` checked the
+    arguments)."""
+    if split is None or split_output is None:
         return [(output, rows)]
-    if split_output is None:
-        raise typer.BadParameter("--split needs --split-output")
-    if not 0 < split < 1:
-        raise typer.BadParameter(f"--split must be a fraction between 0 and 1, not {split}")
     rows = list(rows)
     random.Random(seed).shuffle(rows)
     n_split = int(len(rows) * split)
