@@ -26,7 +26,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -36,6 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
 import torch  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
+from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "allennlp_elmo"
 ALLENNLP_TOKENS_PER_S = {"small": 1400, "medium": 900, "original": 300}
@@ -128,16 +128,6 @@ def bench_size(name: str, sentences: Sequence[Sequence[str]], repeats: int) -> D
     result["matmul square"] = max(square)
     result["matmul lstm"] = max(lstm_shape)
     return result
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def report(results: Dict[str, Dict[str, float]], *, command: str, threads: int,

@@ -34,7 +34,8 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
-from spacy_elmo.pretrain.precision import autocast, cpu_flags, native_bf16
+from spacy_elmo.pretrain.machine import cpu_flags
+from spacy_elmo.pretrain.precision import autocast, native_bf16
 from spacy_elmo.pretrain.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]

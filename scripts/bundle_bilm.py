@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm, save_bilm
@@ -30,12 +31,11 @@ from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoin
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.export import export
+from spacy_elmo.pretrain.machine import describe
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 from spacy_elmo.pretrain.plot import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_embed import cpu_model  # noqa: E402
 
 # per language: the card's name for the model, its training data, and the weights' license
 LANGUAGES: Dict[str, Dict[str, str]] = {
@@ -122,6 +122,19 @@ def swap_in(staging: Path, output: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def hardware(rows: List[Dict[str, Any]], step: int, threads: int) -> str:
+    """Where the run trained up to `step`, from the records each (re)start wrote."""
+    starts = [r for r in rows if r.get("type") == "start" and r["step"] < step]
+    if not starts:
+        return (f"{threads} thread(s) a process; the run did not record its hardware (it was "
+                f"bundled on a {describe(torch.device('cpu'))})")
+    seen: Dict[str, None] = {}
+    for r in starts:
+        procs = f"{r['world_size']} processes on " if r["world_size"] > 1 else ""
+        seen[f"{procs}{r['hardware']}, {r['threads']} thread(s), {r['precision']}"] = None
+    return "; ".join(seen)
+
+
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
                 wic: Optional[Path], perplexity: List[str]) -> None:
     """Write the biLM and its model card (titled `name`) into `output`."""
@@ -156,9 +169,8 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
                      f"negatives, dropout {config.dropout}"
                      + (f", carried LSTM state reset with probability {config.state_reset}"
                         if config.state_reset else "")),
-        ("time and hardware", f"{last['elapsed'] / 3600:.2f} h of training steps on "
-                              f"{config.threads} thread(s) of a 2-core {cpu_model()} "
-                              "(CPU only)"),
+        ("time and hardware", f"{last['elapsed'] / 3600:.2f} h of training steps; "
+                              + hardware(rows, last["step"], config.threads)),
         ("dev perplexity",
          f"{last_dev.get('dev_ppl', nan):.1f} at step {last_dev.get('step', '?')} (mean of "
          f"forward {last_dev.get('dev_ppl_fwd', nan):.1f} and backward "

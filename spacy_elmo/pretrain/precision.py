@@ -8,12 +8,12 @@ gradients, the optimizer, the LSTM cell state, the loss and the carried state st
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
-from typing import ContextManager, Set
+from typing import ContextManager
 
 import torch
 
 from ..errors import Warnings
+from .machine import cpu_flags
 
 
 def autocast(device: torch.device, precision: str) -> ContextManager[object]:
@@ -26,18 +26,6 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
-
-
-def cpu_flags() -> Set[str]:
-    """The CPU's feature flags (Linux; empty elsewhere)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    for line in info.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def check_precision(device: torch.device, precision: str) -> None:

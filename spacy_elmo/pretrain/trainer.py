@@ -30,6 +30,7 @@ from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint,
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
 from .export import Softmax, export_model, read_softmax, write_snapshot
+from .machine import describe
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
@@ -398,6 +399,10 @@ class Trainer:
         dev: Optional[Dict[str, float]] = None
         dev_step = -1
         stopped = False
+        self.log({"type": "start", "step": self.step, "tokens": self.tokens,
+                  "hardware": describe(self.ctx.device), "world_size": self.ctx.world_size,
+                  "threads": torch.get_num_threads(), "precision": config.precision,
+                  "torch": torch.__version__})
         with StopSignal() as stop:
             last = self.step >= config.max_steps or self.out_of_time()
             while not last:

@@ -37,6 +37,12 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     # the dev text measured again through the export gives the logged dev perplexity
     assert f"| perplexity on held-out text | {dev['dev_ppl']:.1f} per token" in card
     assert not (out / "softmax.hdf5").exists()
+    # the hardware the run recorded when it started, not the bundling machine's guess
+    start = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()
+             if '"start"' in line]
+    assert len(start) == 1
+    assert (f"h of training steps; {start[0]['hardware']}, {start[0]['threads']} thread(s), "
+            "fp32 |") in card
 
 
 def test_a_failed_bundle_keeps_the_bundled_biLM(tmp_path, bundle):
