@@ -34,13 +34,11 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
-from spacy_elmo.pretrain.machine import cpu_flags
+from spacy_elmo.pretrain.machine import cpu_flags, cpu_model
 from spacy_elmo.pretrain.precision import autocast, native_bf16
 from spacy_elmo.pretrain.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_embed import cpu_model  # noqa: E402
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:

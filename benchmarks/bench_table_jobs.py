@@ -24,10 +24,12 @@ from typing import Dict, List, Optional
 
 import typer
 
+from spacy_elmo.pretrain.machine import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_embed import cpu_model, matmul_rate  # noqa: E402
+from bench_embed import matmul_rate  # noqa: E402
 from run_table import make_cells, run_cells  # noqa: E402
 
 

@@ -128,11 +128,9 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: int) -> str:
     if not starts:
         return (f"{threads} thread(s) a process; the run did not record its hardware (it was "
                 f"bundled on a {describe(torch.device('cpu'))})")
-    seen: Dict[str, None] = {}
-    for r in starts:
-        procs = f"{r['world_size']} processes on " if r["world_size"] > 1 else ""
-        seen[f"{procs}{r['hardware']}, {r['threads']} thread(s), {r['precision']}"] = None
-    return "; ".join(seen)
+    setups = ((f"{r['world_size']} processes on " if r["world_size"] > 1 else "")
+              + f"{r['hardware']}, {r['threads']} thread(s), {r['precision']}" for r in starts)
+    return "; ".join(dict.fromkeys(setups))  # each setup once, in the order the run met them
 
 
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from spacy_elmo.bilm import load_bilm
+from spacy_elmo.pretrain.plot import read_metrics
 from spacy_elmo.pretrain.trainer import train
 
 from ..test_project import ROOT, _load_convert
@@ -38,8 +39,7 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     assert f"| perplexity on held-out text | {dev['dev_ppl']:.1f} per token" in card
     assert not (out / "softmax.hdf5").exists()
     # the hardware the run recorded when it started, not the bundling machine's guess
-    start = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()
-             if '"start"' in line]
+    start = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["type"] == "start"]
     assert len(start) == 1
     assert (f"h of training steps; {start[0]['hardware']}, {start[0]['threads']} thread(s), "
             "fp32 |") in card

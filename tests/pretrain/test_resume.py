@@ -8,6 +8,7 @@ import torch
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain import checkpoint as checkpoint_module
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.plot import read_metrics
 from spacy_elmo.pretrain.trainer import train
 
 from .conftest import tiny_config
@@ -35,18 +36,15 @@ def test_resume_equals_uninterrupted(tmp_path):
     # the resumed run logs the same training losses, each step once
     assert train_losses(tmp_path / "b") == train_losses(tmp_path / "a")
     # each (re)start records where it trained, for the model card
-    starts = [r for r in read_records(tmp_path / "b") if r["type"] == "start"]
+    starts = [r for r in read_metrics(tmp_path / "b" / "metrics.jsonl") if r["type"] == "start"]
     assert [r["step"] for r in starts] == [0, 4]
     assert all(r["hardware"].endswith("(CPU only)") and r["world_size"] == 1
                and r["threads"] >= 1 and r["precision"] == "fp32" for r in starts)
 
 
-def read_records(run):
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def train_losses(run):
-    return [(r["step"], r["loss"]) for r in read_records(run) if r["type"] == "train"]
+    records = read_metrics(run / "metrics.jsonl")
+    return [(r["step"], r["loss"]) for r in records if r["type"] == "train"]
 
 
 def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
