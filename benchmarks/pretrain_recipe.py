@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from spacy_elmo.pretrain.rundir import read_metrics
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "configs" / "pretrain_lm_en.json"
 
@@ -91,8 +93,7 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
     run = Path(config["output"])
     metrics = run / "metrics.jsonl"
     if (run / "model" / "weights.hdf5").exists() and metrics.exists():
-        spent = max((json.loads(line).get("cpu_s", 0.0) for line in
-                     metrics.read_text(encoding="utf-8").splitlines() if line), default=0.0)
+        spent = max((r.get("cpu_s", 0.0) for r in read_metrics(metrics)), default=0.0)
         if spent >= 60 * config["max_cpu_minutes"]:
             return  # finished earlier (a larger --cpu-minutes continues it)
     run.mkdir(parents=True, exist_ok=True)
@@ -105,8 +106,6 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
 
 
 def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
-    from spacy_elmo.pretrain.plot import read_metrics
-
     records = read_metrics(run / "metrics.jsonl")
     train = [r for r in records if r["type"] == "train"]
     dev = [r for r in records if r["type"] == "dev"]

@@ -31,9 +31,9 @@ from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoin
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.export import export
-from spacy_elmo.pretrain.machine import describe
+from spacy_elmo.pretrain.machine import describe_device
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
-from spacy_elmo.pretrain.plot import read_metrics
+from spacy_elmo.pretrain.rundir import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: int) -> str:
     starts = [r for r in rows if r.get("type") == "start" and r["step"] < step]
     if not starts:
         return (f"{threads} thread(s) a process; the run did not record its hardware (it was "
-                f"bundled on a {describe(torch.device('cpu'))})")
+                f"bundled on a {describe_device(torch.device('cpu'))})")
     setups = ((f"{r['world_size']} processes on " if r["world_size"] > 1 else "")
               + f"{r['hardware']}, {r['threads']} thread(s), {r['precision']}" for r in starts)
     return "; ".join(dict.fromkeys(setups))  # each setup once, in the order the run met them

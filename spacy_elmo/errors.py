@@ -179,6 +179,9 @@ class Errors(metaclass=Catalogue):
             "as 'allennlp/original'.")
     E065 = ("The biLM bundled for {lang!r} is not installed: '{path}' has no weights.hdf5. "
             "Reinstall spacy-elmo, or give `weights`.")
+    E066 = ("No options for the weights '{weights}': '{url}' beside it could not be fetched "
+            "({err}). Pass the options.json that came with the weights (`options` in the "
+            "component config, --options on the command line).")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -237,6 +240,9 @@ class Errors(metaclass=Catalogue):
             "{second}). Give each word once.")
     E125 = ("'{path}' could not be read as a pretraining checkpoint: it is damaged ({err}). "
             "Resume from a copy of the run, or from its last snapshot with --init-weights.")
+    E126 = ("The pretraining device {device!r} needs CUDA device {index}, but torch sees "
+            "{count} CUDA device(s). Use --device cpu (or auto: a GPU when there is one), or "
+            "a cuda:N that exists.")
 
 
 class Warnings(metaclass=Catalogue):
@@ -268,3 +274,6 @@ class Warnings(metaclass=Catalogue):
             "softmax did not touch, which then drift on their momentum: the full-softmax "
             "(dev) perplexity can explode while the training loss falls. Use 'lazyadam' "
             "(the same Adam, softmax rows moved only when sampled) or 'adagrad'.")
+    W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
+            "missing from it until writing works again; training goes on, and checkpoints "
+            "report their own write errors.")

@@ -119,6 +119,19 @@ def write_json(path: Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2) + "\n")
 
 
+def check_writable_path(path: Path, what: str) -> None:
+    """Raise E009 before any work when `path` can never be written: it is a directory, or
+    a file stands where one of its parent directories would be."""
+    if path.is_dir():
+        raise ElmoError(Errors.E009.format(path=path, err=f"it is a directory; give {what}"))
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ElmoError(Errors.E009.format(path=path,
+                                                   err=f"'{parent}' is a file, not a directory"))
+            return
+
+
 def is_temporary(name: str) -> bool:
     """Whether `name` is a temporary file of `atomic_write` (any host, any process)."""
     return _TMP_NAME.match(name) is not None

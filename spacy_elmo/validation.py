@@ -99,6 +99,13 @@ def regex(*, optional: bool = False) -> Rule:
     return Rule("a valid regular expression", ok, "", optional)
 
 
+def torch_device() -> Rule:
+    """A torch device for pretraining: auto, cpu, cuda or cuda:N."""
+    return Rule("auto, cpu, cuda or cuda:N",
+                lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)
+                is not None, "")
+
+
 def mapping() -> Rule:
     return Rule("an object of key-value pairs (a dict)", lambda v: isinstance(v, dict), "")
 
@@ -135,7 +142,7 @@ def fix_hint(value: Any, rule: Rule) -> str:
     return ""
 
 
-def describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
     """The value as written, with its type where the type is the problem."""
     if isinstance(value, str):
         return f"{value!r} (a string)"
@@ -150,7 +157,7 @@ def check(key: str, value: Any, rule: Rule, template: str = Errors.E020) -> None
         return
     if not rule.ok(value):
         what = rule.what + (" or null" if rule.optional else "")
-        raise ElmoError(template.format(key=key, what=what, value=describe(value),
+        raise ElmoError(template.format(key=key, what=what, value=describe_value(value),
                                         fix=fix_hint(value, rule)))
 
 

@@ -161,6 +161,18 @@ def test_mix_weights_of_the_wrong_length_fail_when_the_biLM_loads(tiny_weights_d
     with pytest.raises(ElmoError, match=r"\[E058\] .* mix_weights has 2 number\(s\), but "
                                         r"this biLM has 3 layers"):
         nlp.initialize()
+    with pytest.raises(ElmoError, match=r"\[E058\]"):  # and at every later use
+        nlp("a b")
+
+
+def test_perplexity_output_that_cannot_be_written_fails_before_the_work(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    result = runner.invoke(app, ["perplexity", str(tmp_path / "no_model"),
+                                 str(tmp_path / "t.txt"), "--output",
+                                 str(tmp_path / "a_file" / "out.json")])
+    assert result.exit_code == 1, result.output
+    assert (f"[E009] Cannot write '{tmp_path / 'a_file' / 'out.json'}': '{tmp_path / 'a_file'}'"
+            f" is a file, not a directory" in flat(result.stderr))
 
 
 @pytest.mark.parametrize("flag,value,message", [
@@ -181,4 +193,4 @@ def test_embed_word_cache_must_not_be_negative(tmp_path, tiny_weights_dir):
     result = runner.invoke(app, ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.hdf5"),
                                  "--weights", str(tiny_weights_dir), "--word-cache", "-1"])
     assert result.exit_code == 1
-    assert "word_cache must be an integer >= 0, got -1" in flat(result.stderr)
+    assert "--word-cache must be an integer >= 0, got -1" in flat(result.stderr)

@@ -23,7 +23,7 @@ from typing import Any, Optional, Tuple
 
 from tqdm import tqdm
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, first_line
 from ..files import PathLike, atomic_write
 from .efml import is_efml_dir, is_efml_file
 from .options import OPTIONS_NAME
@@ -82,9 +82,11 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
         local = fetch(weights)
         name = str(weights)
         if not local.exists() and name.split("/")[0] == "allennlp":
-            weights_url, options_url = published_urls(name)
-            options_path = options_path or fetch(options_url)
+            weights_url, published_options = published_urls(name)
+            options_path = options_path or fetch(published_options)
             local = fetch(weights_url)
+        elif options_path is None and name.startswith(URL_SCHEMES):
+            options_path = fetch_options_beside(name)
     if format == "auto":
         format = detect_format(local)
     if format == "efml":
@@ -101,6 +103,25 @@ def published_urls(name: str) -> Tuple[str, str]:
     prefix = os.environ.get(URL_PREFIX_ENV) or PUBLISHED_PREFIX
     base = prefix.rstrip("/") + "/" + PUBLISHED[name]
     return base + "_weights.hdf5", base + "_options.json"
+
+
+def options_url(weights_url: str) -> str:
+    """Where a weights URL's options are: `<name>_options.json` beside
+    `<name>_weights.hdf5` (AllenNLP's naming), else `options.json` beside the weights."""
+    base, _, name = weights_url.split("?")[0].rpartition("/")
+    if name.endswith("_weights.hdf5"):
+        return f"{base}/{name[: -len('_weights.hdf5')]}_options.json"
+    return f"{base}/{OPTIONS_NAME}"
+
+
+def fetch_options_beside(weights_url: str) -> Path:
+    """The options file downloaded from beside a weights URL (E066 when there is none)."""
+    url = options_url(weights_url)
+    try:
+        return fetch(url)
+    except ElmoError as err:
+        raise ElmoError(Errors.E066.format(weights=weights_url, url=url,
+                                           err=first_line(err))) from err
 
 
 def bundled(lang: str) -> Path:
@@ -169,10 +190,20 @@ def fetch(location: PathLike) -> Path:
     URL), anything else is a path (`~` expanded)."""
     text = str(location)
     if not text.startswith(URL_SCHEMES):
-        return Path(text).expanduser()
+        try:
+            return Path(text).expanduser()
+        except RuntimeError:  # ~user of no such user: reported as a missing file
+            return Path(text)
     name = Path(text.split("?")[0]).name or "download"
     target = cache_dir() / hashlib.sha1(text.encode()).hexdigest()[:16] / name
     if not target.exists():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ElmoError(Errors.E009.format(
+                path=target.parent, err=f"{err}; downloads are kept in ${CACHE_ENV} "
+                                        f"(default ~/.cache/spacy_elmo): point it at a "
+                                        f"writable directory")) from err
         download(text, target)
     return target
 

@@ -249,8 +249,9 @@ def load_files(files: BiLMFiles, word_cache_size: int = 0) -> BiLM:
         return load_efml(files.weights, files.options, word_cache_size=word_cache_size)
     assert files.options is not None  # `locate` finds the options of this format
     opts = BiLMOptions.from_file(files.options)
+    arrays = read_hdf5(files.weights, opts)  # shapes checked before the model is allocated
     bilm = BiLM(opts, word_cache_size=word_cache_size)
-    load_into(bilm, read_hdf5(files.weights, opts))
+    load_into(bilm, arrays)
     return bilm.eval()
 
 

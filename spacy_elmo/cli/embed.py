@@ -18,6 +18,7 @@ from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
 from ..files import PathLike, Terminated
+from ..validation import check_all, integer
 from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import check_output, count_lines, read_lines, write_embeddings
 
@@ -82,6 +83,9 @@ def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
     if layers not in LAYER_MODES:
         raise ElmoError(Errors.E012.format(value=layers, name="--layers",
                                            choices=list(LAYER_MODES)))
+    check_all({"--batch-size": batch_size, "--window": window, "--word-cache": word_cache},
+              {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0)},
+              Errors.E020)
     lines = read_lines(input_path)  # checks the file before the model is loaded
     check_output(input_path, output_path, overwrite=overwrite)
     device = select_device(gpu_id)

@@ -46,8 +46,9 @@ def _decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
 
 def count_lines(path: PathLike) -> Optional[int]:
     """Number of lines (a last line without a newline counts), reading in blocks; None
-    for input that can be read only once (standard input, a pipe, a device)."""
-    if not _is_regular_file(path):
+    for input that can be read only once (standard input, even redirected from a file, a
+    pipe, a device)."""
+    if str(path) == STDIN or not _is_regular_file(path):
         return None
     n, last = 0, b"\n"
     with Path(path).open("rb") as f:

@@ -34,7 +34,7 @@ def info_cli(
 ) -> None:
     """Show a biLM's options, parameter counts per part, and its output layers."""
     try:
-        opts, counts, files = describe(weights, options, weights_format=weights_format)
+        opts, counts, files = describe_bilm(weights, options, weights_format=weights_format)
     except ElmoError as err:
         fail(str(err))
     msg.divider("Files")
@@ -48,7 +48,7 @@ def info_cli(
              f"each {opts.output_dim} wide")
 
 
-def describe(weights: PathLike, options: Optional[PathLike] = None, *,
+def describe_bilm(weights: PathLike, options: Optional[PathLike] = None, *,
              weights_format: str = "auto"
              ) -> Tuple[BiLMOptions, Dict[str, int], List[Tuple[str, str]]]:
     """Options, parameter counts per part (and 'total'), and the files read (label, path).

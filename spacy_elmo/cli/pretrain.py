@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings
-from ..files import Terminated, write_json
+from ..files import Terminated, check_writable_path, write_json
 from ..validation import check_all, integer, regex
 from . import app, fail, warn
 
@@ -213,9 +213,8 @@ def perplexity_cli(
                    "--threads": integer(1, optional=True)}, Errors.E020)
         check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
                   Errors.E020)
-        if output is not None and output.is_dir():
-            raise ElmoError(Errors.E009.format(path=output, err="it is a directory; give a "
-                                                                 "file name for the JSON"))
+        if output is not None:
+            check_writable_path(output, "a file name for the JSON")
         if threads:
             torch.set_num_threads(threads)
         lm, vocab = load_lm(model)
@@ -232,4 +231,9 @@ def perplexity_cli(
                "tokens": result["dev_tokens"]},
               title=f"Perplexity of {model}")
     if output is not None:
-        write_json(output, {"model": model, "text": text, **result})
+        try:
+            write_json(output, {"model": model, "text": text, **result})
+        except ElmoError as err:
+            fail(str(err))
+        except OSError as err:
+            fail(Errors.E009.format(path=output, err=err))

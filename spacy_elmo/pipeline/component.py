@@ -147,11 +147,7 @@ class ElmoComponent(TrainablePipe):
         load_weights(self.model, self.cfg["weights"], self.cfg["options"],
                      weights_format=self.cfg["weights_format"],
                      lang=self.vocab.lang)
-        weights = self.cfg["mix_weights"]
-        n_layers = self.model.get_dim("nL")
-        if weights is not None and len(weights) != n_layers:
-            raise ElmoError(Errors.E058.format(name=self.name, n=len(weights),
-                                               n_layers=n_layers))
+        self._check_mix_weights(self.model.get_dim("nL"))
         for listener in self.listeners:
             self._sync_listener(listener)
 
@@ -211,12 +207,21 @@ class ElmoComponent(TrainablePipe):
         sum_j p_j h_j` with p the normalised `mix_weights` (equal without them): (L+1, n,
         width) -> (n, width). Not learned; each listener learns its own ScalarMix."""
         weights = self.cfg["mix_weights"]
+        self._check_mix_weights(layers.shape[0])
         if weights is None:
             probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
         else:
             probs = np.asarray(weights, dtype="float32") / float(sum(weights))
         mixed = np.tensordot(probs, layers, axes=(0, 0))
         return (self.cfg["gamma"] * mixed).astype("float32")
+
+    def _check_mix_weights(self, n_layers: int) -> None:
+        """E058 unless `mix_weights` is null or has one weight per biLM layer (checked at
+        load and at every use: a loaded pipeline's config may be overridden)."""
+        weights = self.cfg["mix_weights"]
+        if weights is not None and len(weights) != n_layers:
+            raise ElmoError(Errors.E058.format(name=self.name, n=len(weights),
+                                               n_layers=n_layers))
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0,
                sgd: Optional[Optimizer] = None, losses: Optional[Dict[str, float]] = None

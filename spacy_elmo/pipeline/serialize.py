@@ -16,7 +16,7 @@ import torch
 
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, first_line
 
 if TYPE_CHECKING:
     from .elmo_model import BiLMHolder
@@ -44,8 +44,8 @@ def reading(source: Optional[str] = None, kind: Optional[str] = None) -> Iterato
     except ElmoError:
         raise
     except DAMAGE as err:
-        reason = str(err).strip().rstrip(".") or type(err).__name__
-        raise ElmoError(Errors.E002.format(**_source(), err=reason)) from err
+        raise ElmoError(Errors.E002.format(**_source(), err=first_line(err).rstrip("."))
+                        ) from err
     finally:
         _SOURCE.reset(token)
 

@@ -21,6 +21,7 @@ from ..validation import (
     regex,
     string,
     strings,
+    torch_device,
 )
 from .corpus import TextSettings
 
@@ -52,7 +53,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "checkpoint_every": integer(1), "checkpoint_minutes": number(0, low_open=True,
                                                                  optional=True),
     "snapshot_every": integer(1, optional=True), "seed": integer(),
-    "threads": integer(1, optional=True), "device": string(),
+    "threads": integer(1, optional=True), "device": torch_device(),
     "precision": choice(PRECISIONS), "lstm_backward": choice(LSTM_BACKWARDS),
 }
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Optional
 
 import torch
 import torch.distributed as dist
+
+from ..errors import ElmoError, Errors
 
 
 @dataclass(frozen=True)
@@ -27,13 +29,15 @@ class DistContext:
 
 def setup(device: str = "auto") -> DistContext:
     """Join the process group that torchrun describes in the environment (if any) and pick
-    this process's device: NCCL on GPUs, Gloo on CPU."""
+    this process's device (`auto`, `cpu`, `cuda` or `cuda:N`; under torchrun each process
+    takes the GPU of its local rank): NCCL on GPUs, Gloo on CPU."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
-    use_cuda = torch.cuda.is_available() if device == "auto" else device.startswith("cuda")
+    asked = None if device == "auto" else torch.device(device)
+    use_cuda = torch.cuda.is_available() if asked is None else asked.type == "cuda"
     if use_cuda:
-        dev = torch.device("cuda", local_rank if world_size > 1 else torch.cuda.current_device())
+        dev = torch.device("cuda", cuda_index(device, asked, local_rank, world_size))
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
@@ -41,6 +45,22 @@ def setup(device: str = "auto") -> DistContext:
         dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank,
                                 world_size=world_size)
     return DistContext(rank, world_size, dev)
+
+
+def cuda_index(device: str, asked: Optional[torch.device], local_rank: int,
+               world_size: int) -> int:
+    """The GPU of this process: its local rank under torchrun, else the one asked for (the
+    current one for plain `cuda`); checked against the GPUs torch sees."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world_size > 1:
+        index = local_rank
+    elif asked is not None and asked.index is not None:
+        index = asked.index
+    else:
+        index = torch.cuda.current_device() if count else 0
+    if index >= count:
+        raise ElmoError(Errors.E126.format(device=device, index=index, count=count))
+    return index
 
 
 def teardown(ctx: DistContext) -> None:

@@ -70,8 +70,13 @@ def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
     if missing:
         raise ElmoError(Errors.E115.format(path=directory, missing=missing[0]))
     vocab = Vocab.from_file(directory / VOCAB_NAME)
-    with h5py.File(directory / SOFTMAX_NAME, "r") as f:
-        weight, bias = f["softmax/W"][...], f["softmax/b"][...]
+    try:
+        with h5py.File(directory / SOFTMAX_NAME, "r") as f:
+            weight, bias = f["softmax/W"][...], f["softmax/b"][...]
+    except (OSError, KeyError, ValueError) as err:
+        raise ElmoError(Errors.E002.format(path=directory / SOFTMAX_NAME,
+                                           kind="an export's softmax (softmax/W, softmax/b)",
+                                           err=err)) from err
     if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
         raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
                                            n_vocab=len(vocab), dim=dim,

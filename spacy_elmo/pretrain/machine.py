@@ -32,7 +32,7 @@ def cpu_model() -> str:
     return _cpuinfo_field("model name") or platform.processor() or "unknown CPU"
 
 
-def describe(device: torch.device) -> str:
+def describe_device(device: torch.device) -> str:
     """The device in words: "NVIDIA H200" or "2-core AMD EPYC 7B13 (CPU only)"."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)

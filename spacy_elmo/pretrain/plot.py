@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List
 
 from ..files import atomic_write
-
-
-def read_metrics(path: Path) -> List[Dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+from .rundir import read_metrics
 
 
 def draw_curves(metrics_path: Path, png_path: Path) -> bool:

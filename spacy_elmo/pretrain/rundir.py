@@ -30,7 +30,7 @@ RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
 OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_decay"}
 
 
-def check_output(out: Path, *, resume: bool, overwrite: bool) -> None:
+def check_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     """Raise unless the directory may be used as asked (read-only: safe on every rank).
 
     A new run goes into a new or empty directory, the leftovers of a start that failed
@@ -126,10 +126,24 @@ def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path) -> N
                                                given=current.get(key)))
 
 
+def read_metrics(path: Path) -> List[Dict[str, Any]]:
+    """The records of a run's metrics.jsonl ([] when there is none). A line that is not a
+    whole JSON record (the torn end of a crash or a full disk) is skipped."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 def truncate_metrics(path: Path, step: int) -> None:
     """Drop records logged after the checkpoint being resumed (they will be redone)."""
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8").splitlines()
-    keep = [line for line in lines if line and json.loads(line).get("step", 0) <= step]
-    write_text(path, "".join(line + "\n" for line in keep))
+    if path.exists():
+        keep = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+        write_text(path, "".join(json.dumps(r) + "\n" for r in keep))

@@ -30,7 +30,7 @@ from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint,
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
 from .export import Softmax, export_model, read_softmax, write_snapshot
-from .machine import describe
+from .machine import describe_device
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
@@ -42,8 +42,8 @@ from .rundir import (
     MODEL_DIR,
     check_inputs,
     check_optimizer,
-    check_output,
     check_resume,
+    check_run_dir,
     clear_run,
     frozen_settings,
     truncate_metrics,
@@ -206,7 +206,7 @@ class Trainer:
         read and checked before rank 0 clears the directory, so a start that fails leaves
         what was there."""
         out = Path(config.output)
-        check_output(out, resume=False, overwrite=overwrite)
+        check_run_dir(out, resume=False, overwrite=overwrite)
         check_inputs(config, out)
         torch.manual_seed(config.seed)
         bilm = make_bilm(config)
@@ -238,7 +238,7 @@ class Trainer:
         """The run in `config.output`, continued exactly where its checkpoint left it; the
         settings that fix the model and the data must be the checkpoint's."""
         out = Path(config.output)
-        check_output(out, resume=True, overwrite=False)
+        check_run_dir(out, resume=True, overwrite=False)
         saved = load_checkpoint(out / CHECKPOINT_NAME)
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
@@ -312,6 +312,7 @@ class Trainer:
         if ctx.is_main:
             write_json(self.out / CONFIG_NAME, config.to_dict())
         self._plot_warned = False
+        self._log_warned = False
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
@@ -370,8 +371,14 @@ class Trainer:
     def log(self, record: Dict[str, Any]) -> None:
         if not self.ctx.is_main:
             return
-        with open(self.out / METRICS_NAME, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        path = self.out / METRICS_NAME
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as err:
+            if not self._log_warned:
+                tqdm.write(Warnings.W014.format(path=path, err=err))
+                self._log_warned = True
 
     def plot(self) -> None:
         if self.ctx.is_main and not draw_curves(self.out / METRICS_NAME,
@@ -400,7 +407,7 @@ class Trainer:
         dev_step = -1
         stopped = False
         self.log({"type": "start", "step": self.step, "tokens": self.tokens,
-                  "hardware": describe(self.ctx.device), "world_size": self.ctx.world_size,
+                  "hardware": describe_device(self.ctx.device), "world_size": self.ctx.world_size,
                   "threads": torch.get_num_threads(), "precision": config.precision,
                   "torch": torch.__version__})
         with StopSignal() as stop:

@@ -14,7 +14,7 @@ from spacy_elmo.bilm import BiLMOptions, load_bilm
 from spacy_elmo.bilm.efml import efml_batch_order, replay_stateful
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
-from spacy_elmo.cli.info import describe
+from spacy_elmo.cli.info import describe_bilm
 
 EFML_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "efml_tiny"
 ATOL = 1e-5
@@ -147,7 +147,7 @@ def test_embed_and_info_cli(tmp_path, sentences):
     expected = reference("outputs_all_fresh.hdf5")
     assert max_diff(got, [expected[i] for i in kept]) < ATOL
 
-    opts, counts, files = describe(EFML_DIR / "model")
+    opts, counts, files = describe_bilm(EFML_DIR / "model")
     stored = sum(t.numel() for name in ("token_embedder.pkl", "encoder.pkl") for t in torch.load(
         EFML_DIR / "model" / name, weights_only=True).values())
     assert counts["total"] == stored == sum(v for k, v in counts.items() if k != "total")

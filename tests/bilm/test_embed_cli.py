@@ -16,7 +16,7 @@ from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
 from spacy_elmo.cli.embed_files import read_lines
-from spacy_elmo.cli.info import describe
+from spacy_elmo.cli.info import describe_bilm
 
 from ..conftest import TINY_OPTIONS, make_random_bilm
 
@@ -194,7 +194,7 @@ def test_read_lines_is_lazy_and_strips(tmp_path):
 
 
 def test_info_counts_every_parameter(tiny_weights_dir):
-    opts, counts, _ = describe(tiny_weights_dir)
+    opts, counts, _ = describe_bilm(tiny_weights_dir)
     bilm = make_random_bilm()
     n_params = sum(p.numel() for p in bilm.parameters())
     # the hdf5 has no padding row in char_embed

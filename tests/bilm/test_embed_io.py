@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
 from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.errors import ElmoError
 
 from ..conftest import make_random_bilm
 
@@ -66,6 +67,27 @@ def test_dash_reads_standard_input(tmp_path, tiny_weights_dir):
                                  str(tiny_weights_dir)], input="a b\nc\n")
     assert result.exit_code == 0, result.output
     assert [a.shape[1] for a in read_output(tmp_path / "out.hdf5").values()] == [2, 1]
+
+
+def test_standard_input_redirected_from_a_file_is_read_once(tmp_path, tiny_weights_dir,
+                                                            monkeypatch):
+    """`embed - OUT < in.txt`: stdin is a regular file, but "-" is not a path to count."""
+    with open(text_file(tmp_path), "rb") as redirected:
+        monkeypatch.setattr("sys.stdin", os.fdopen(os.dup(redirected.fileno()), "r"))
+        n = embed_file("-", tmp_path / "out.hdf5", weights=tiny_weights_dir)
+    assert n == len(LINES)
+    assert [a.shape[1] for a in read_output(tmp_path / "out.hdf5").values()] == [3, 0, 6, 1]
+
+
+@pytest.mark.parametrize("setting,value,message", [
+    ("batch_size", 0, "--batch-size must be a positive integer, got 0"),
+    ("window", -1, "--window must be a positive integer, got -1"),
+    ("word_cache", -2, "--word-cache must be an integer >= 0, got -2"),
+])
+def test_sizes_are_checked_before_the_biLM_is_loaded(tmp_path, setting, value, message):
+    with pytest.raises(ElmoError, match=r"\[E020\] " + message):
+        embed_file(text_file(tmp_path), tmp_path / "out.hdf5",
+                   weights=tmp_path / "no_such_model", **{setting: value})
 
 
 def test_output_never_replaces_the_input(tmp_path, tiny_weights_dir):

@@ -85,6 +85,19 @@ def test_options_not_matching_weights(tmp_path, text, weights_copy):
     assert "shape (12, 48)" in out and "ask for (12, 64)" in out
 
 
+def test_huge_options_fail_on_the_shapes_before_the_model_is_allocated(weights_copy,
+                                                                       monkeypatch):
+    """A typo such as a much larger lstm dim is a shape error (E004), not an out-of-memory
+    error from building the model the options describe."""
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was built before the shapes were checked")
+
+    monkeypatch.setattr("spacy_elmo.bilm.weights.BiLM", no_model)
+    TINY_OPTIONS.replace(lstm_dim=10**8).to_file(weights_copy / "options.json")
+    with pytest.raises(ElmoError, match=r"\[E004\] .* ask for \(12, 400000000\)"):
+        load_bilm(weights_copy)
+
+
 def test_options_with_other_layer_count(weights_copy):
     TINY_OPTIONS.replace(n_highway=2).to_file(weights_copy / "options.json")
     with pytest.raises(ElmoError, match="no dataset 'CNN_high_1/W_carry'.*different model"):
@@ -207,7 +220,7 @@ def test_bad_layers_and_sizes(tmp_path, text, tiny_weights_dir):
     assert "Unknown value 'bottom' for --layers" in out
     out = fail("embed", text, tmp_path / "o.hdf5", "--weights", tiny_weights_dir,
                "--batch-size", 0)
-    assert "batch_size must be a positive integer, got 0" in out
+    assert "--batch-size must be a positive integer, got 0" in out
     with pytest.raises(ElmoError, match="window must be a positive integer"):
         Embedder(make_random_bilm(), window=0)
 

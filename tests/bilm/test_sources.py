@@ -133,6 +133,42 @@ def test_component_embed_info_perplexity_and_init_weights_take_names(served, tmp
     assert len(Mirror.requests) == 2
 
 
+def test_a_weights_url_brings_the_options_beside_it(served, mirror, tmp_path):
+    """AllenNLP's `<name>_options.json` beside `<name>_weights.hdf5`, else `options.json`."""
+    root, address = mirror
+    expected = layers(load_bilm(root / f"{SMALL}_weights.hdf5"))
+    files = locate(f"{address}{SMALL}_weights.hdf5")
+    assert files.options.name.endswith("_options.json")
+    np.testing.assert_array_equal(layers(load_bilm(f"{address}{SMALL}_weights.hdf5")), expected)
+    save_bilm(make_random_bilm(), root / "plain")
+    assert locate(f"{address}plain/weights.hdf5").options.name == "options.json"
+
+
+def test_a_weights_url_without_options_beside_it_asks_for_them(served, mirror, tmp_path):
+    root, address = mirror
+    (root / "lonely").mkdir(exist_ok=True)
+    (root / "lonely" / "x_weights.hdf5").write_bytes((root / f"{SMALL}_weights.hdf5")
+                                                      .read_bytes())
+    with pytest.raises(ElmoError, match=rf"\[E066\] No options for the weights "
+                                        rf"'{address}lonely/x_weights.hdf5': "
+                                        rf"'{address}lonely/x_options.json' beside it could "
+                                        rf"not be fetched \(\[E060\] .*404"):
+        locate(f"{address}lonely/x_weights.hdf5")
+
+
+def test_a_cache_that_cannot_be_made_names_its_variable(mirror, tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("x")
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "a_file" / "cache"))
+    with pytest.raises(ElmoError, match=r"\[E009\] Cannot write .* downloads are kept in "
+                                        r"\$SPACY_ELMO_CACHE"):
+        locate(f"{mirror[1]}{SMALL}_weights.hdf5")
+
+
+def test_a_home_directory_that_does_not_exist_is_a_missing_file():
+    with pytest.raises(ElmoError, match=r"\[E001\] No such file: '~no_such_user_x/model'"):
+        load_bilm("~no_such_user_x/model")
+
+
 def test_an_incomplete_download_keeps_nothing(served, tmp_path):
     prefix = published_urls("allennlp/small")[0].split(SMALL)[0]
     with pytest.raises(ElmoError, match=r"\[E062\] The download of .* stopped after 108 of "

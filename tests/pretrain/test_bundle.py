@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.pretrain.plot import read_metrics
+from spacy_elmo.pretrain.rundir import read_metrics
 from spacy_elmo.pretrain.trainer import train
 
 from ..test_project import ROOT, _load_convert

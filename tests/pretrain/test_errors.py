@@ -2,11 +2,17 @@
 
 import json
 
+import h5py
+import numpy as np
 import pytest
+import torch
 
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain import ddp
 from spacy_elmo.pretrain.config import PretrainConfig
-from spacy_elmo.pretrain.trainer import train
+from spacy_elmo.pretrain.perplexity import load_lm
+from spacy_elmo.pretrain.rundir import read_metrics
+from spacy_elmo.pretrain.trainer import Trainer, train
 
 from .conftest import TINY_OPTIONS, tiny_config
 
@@ -73,3 +79,58 @@ def test_config_file_keys_are_checked(tmp_path):
     assert PretrainConfig.from_file(path, window=9).batch_size == 3
     with pytest.raises(ElmoError, match="optimizer must be"):
         PretrainConfig(optimizer="sgd")
+
+
+@pytest.mark.parametrize("device", ["gpu", "CUDA", "mps", "cuda:x", ""])
+def test_device_names_are_checked(tmp_path, device):
+    with pytest.raises(ElmoError, match=r"\[E112\] Pretraining setting device must be auto, "
+                                        r"cpu, cuda or cuda:N"):
+        tiny_config(tmp_path, device=device)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU that is not there")
+@pytest.mark.parametrize("device,index", [("cuda", 0), ("cuda:3", 3)])
+def test_a_gpu_device_without_one_is_a_clear_error(tmp_path, device, index):
+    with pytest.raises(ElmoError, match=rf"\[E126\] The pretraining device '{device}' needs "
+                                        rf"CUDA device {index}, but torch sees 0"):
+        run(tiny_config(tmp_path, device=device))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
+    """A crash or a full disk can leave half a record at the end of metrics.jsonl."""
+    run(tiny_config(tmp_path, max_steps=5))
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    with metrics.open("a", encoding="utf-8") as f:
+        f.write('{"type": "train", "st')
+    assert read_metrics(metrics)[-1]["step"] == 5
+    result = run(tiny_config(tmp_path, max_steps=8), resume=True)
+    assert result.step == 8
+    records = read_metrics(metrics)
+    assert len(records) == len(metrics.read_text(encoding="utf-8").splitlines())
+    assert max(r["step"] for r in records if r["type"] == "train") == 8
+
+
+def test_metrics_that_cannot_be_written_warn_once_and_training_goes_on(tmp_path, capsys):
+    trainer = Trainer.start(tiny_config(tmp_path), ddp.setup("cpu"), overwrite=False,
+                            progress=False)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    metrics.unlink(missing_ok=True)
+    metrics.mkdir()  # appending to it fails
+    trainer.log({"type": "train", "step": 1})
+    trainer.log({"type": "train", "step": 2})
+    out = capsys.readouterr().out
+    assert out.count("[W014] Could not append to") == 1 and "training goes on" in out
+
+
+def test_a_damaged_softmax_is_named(tmp_path):
+    run(tiny_config(tmp_path, max_steps=2, eval_every=2))
+    softmax = tmp_path / "run" / "model" / "softmax.hdf5"
+    softmax.write_bytes(b"not hdf5 at all")
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*softmax.hdf5' as an "
+                                        r"export's softmax"):
+        load_lm(tmp_path / "run" / "model")
+    with h5py.File(softmax, "w") as f:
+        f["other"] = np.zeros(3)
+    with pytest.raises(ElmoError, match=r"\[E002\] .*softmax.hdf5"):
+        load_lm(tmp_path / "run" / "model")

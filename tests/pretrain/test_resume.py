@@ -8,7 +8,7 @@ import torch
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain import checkpoint as checkpoint_module
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
-from spacy_elmo.pretrain.plot import read_metrics
+from spacy_elmo.pretrain.rundir import read_metrics
 from spacy_elmo.pretrain.trainer import train
 
 from .conftest import tiny_config
