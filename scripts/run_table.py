@@ -33,6 +33,11 @@ Rows (each only where its inputs exist in the project; --dry-run lists the comma
   elmo_news         Chinese: the ELMo listener over the news-adapted biLM (--news-weights)
   elmo_concat       [spaCy features ; ELMo]
   elmo_concat_w2v   [word2vec + features ; ELMo]
+
+Where a task compares biLMs (THUCNews: `elmo` over --weights, `elmo_news` over
+--news-weights), its other ELMo rows take the biLM whose ELMo row has the better mean dev
+score over the seeds: they run after those cells, in the same invocation, and their
+cell.json records the dev scores that chose it.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class Task:
     prefix: str = ""  # config file prefix: "" (English) or "zh_"
     suffix: str = ""  # config file suffix: "_jieba" for the jieba-word variant
     bilm: str = "weights"  # which biLM option the ELMo rows take
+    # ELMo rows whose biLMs compete on dev: the task's other ELMo rows take the winner's
+    rivals: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,9 @@ TABLES: Dict[str, Dict[str, Task]] = {
         "msra": Task("msra", "ner", ZH_NER_ROWS, prefix="zh_"),
         "weibo": Task("weibo", "ner", ZH_NER_ROWS, prefix="zh_"),
         "resume": Task("resume", "ner", ZH_NER_ROWS, prefix="zh_"),
-        "thucnews": Task("thucnews", "textcat", ZH_NER_ROWS + ("elmo_news", "elmo_concat_w2v"),
-                         prefix="zh_"),
+        "thucnews": Task("thucnews", "textcat", ("cnn", "cnnw2v", "elmo", "elmo_news",
+                                                 "elmo_concat", "elmo_concat_w2v"),
+                         prefix="zh_", rivals=("elmo", "elmo_news")),
         "thucnewsjieba": Task("thucnews_jieba", "textcat", ("cnn", "elmo"), prefix="zh_",
                               suffix="_jieba", bilm="jieba_weights"),
     },
@@ -115,10 +123,41 @@ class Cell:
     corpus: Path  # corpus/<dataset>: train, dev and test .spacy files
     command: List[str]
     needs: List[Path]  # inputs that must exist (config, corpus, vectors, weights)
+    # a row that takes the biLM its task's rivals choose: their mean dev scores once
+    # chosen (recorded in cell.json), None while they are not all finished
+    chosen_by: Optional[Dict[str, float]] = None
+    waits: bool = False
 
     @property
     def run(self) -> str:
         return f"{self.task}_{self.row}_s{self.seed}"
+
+
+CHOSEN_LATER = "<chosen-on-dev>"  # a waiting cell's biLM in --dry-run's listing
+
+
+def is_follower(task: Task, row_name: str) -> bool:
+    """Whether the row takes the biLM that the task's rival ELMo rows choose."""
+    return (bool(task.rivals) and row_name not in task.rivals
+            and ROWS[row_name].paths.get("elmo_weights") == "{weights}")
+
+
+def choose_bilm(table: str, name: str, seeds: List[int], values: Dict[str, str],
+                budget: List[str], training: Path) -> Optional[Tuple[str, Dict[str, float]]]:
+    """The biLM (a weights value) of the task's rival ELMo row with the best mean dev
+    score, and every rival's mean; None until all their cells are finished."""
+    task = TABLES[table][name]
+    rivals = make_cells(table, [name], list(task.rivals), seeds, values, budget, training)
+    if not rivals or not all(finished(c, training) for c in rivals):
+        return None
+    dev = {row: sum(_record(c, training)["dev"] for c in rivals if c.row == row) / len(seeds)
+           for row in task.rivals}
+    best = max(task.rivals, key=lambda row: dev[row])  # a tie: the first listed
+    return ROWS[best].paths["elmo_weights"].format(**values), dev
+
+
+def _record(cell: Cell, training: Path) -> Dict:
+    return json.loads((training / cell.run / CELL_DONE).read_text(encoding="utf-8"))
 
 
 def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: List[int],
@@ -129,11 +168,17 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
     cells = []
     for name in tasks:
         task = TABLES[table][name]
+        choice = None
+        if task.rivals and any(is_follower(task, r) for r in rows or task.rows):
+            choice = choose_bilm(table, name, seeds, values, budget, training)
         for row_name in rows or task.rows:
             row = ROWS[row_name]
             config = Path("configs") / f"{task.prefix}{task.kind}_{row.config}{task.suffix}.cfg"
             corpus = Path("corpus") / task.dataset
             task_values = {**values, "weights": values[task.bilm]}
+            follower = is_follower(task, row_name)
+            if follower:
+                task_values["weights"] = CHOSEN_LATER if choice is None else choice[0]
             paths = {k: v.format(**task_values) for k, v in row.paths.items()}
             for seed in seeds:
                 command = [sys.executable, "-m", "spacy", "train", str(config), "--output",
@@ -146,8 +191,10 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
                 for key, value in row.overrides.items():
                     command += [f"--{key.format(kind=task.kind)}", value]
                 needs = [config] + [corpus / f"{split}.spacy" for split in SPLITS]
-                needs += [Path(v) for k, v in paths.items() if v != "null"]
-                cells.append(Cell(name, row_name, seed, corpus, command, needs))
+                needs += [Path(v) for k, v in paths.items() if v not in ("null", CHOSEN_LATER)]
+                cells.append(Cell(name, row_name, seed, corpus, command, needs,
+                                  chosen_by=choice[1] if follower and choice else None,
+                                  waits=follower and choice is None))
     return cells
 
 
@@ -233,6 +280,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
     record = {"command": recorded(cell.command),
               "train_minutes": round(minutes, 1),
               **({"threads": threads} if threads is not None else {}),
+              **({"bilm_chosen_by_dev": cell.chosen_by} if cell.chosen_by else {}),
               **scores}
     tmp = run_dir / (CELL_DONE + ".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -289,6 +337,29 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
     return failed
 
 
+def plan(todo: List[Cell], dry_run: bool) -> Tuple[List[Cell], List[str], List[str]]:
+    """The cells to run now, those skipped for missing inputs, and those waiting for their
+    rival rows to choose their biLM; all but the first are listed with their commands
+    (--dry-run lists all and runs none)."""
+    runnable: List[Cell] = []
+    skipped: List[str] = []
+    waiting: List[str] = []
+    for i, cell in enumerate(todo, 1):
+        missing = [str(p) for p in cell.needs if not p.exists()]
+        why = (f"  (skipped: missing {', '.join(missing)})" if missing else
+               "  (after its rival ELMo rows: the biLM with the better dev score)"
+               if cell.waits else "")
+        if dry_run or why:
+            typer.echo(f"[{i}/{len(todo)}] {cell.run}: {recorded(cell.command)}{why}")
+        if missing:
+            skipped.append(cell.run)
+        elif cell.waits:
+            waiting.append(cell.run)
+        elif not dry_run:
+            runnable.append(cell)
+    return runnable, skipped, waiting
+
+
 TASK_DATASETS = {name: task.dataset for tasks in TABLES.values() for name, task in tasks.items()}
 
 
@@ -327,9 +398,9 @@ def main(
               "w2v": W2V_CONCAT[table]}
     budget = ["--training.max_steps", str(max_steps), "--training.eval_frequency",
               str(eval_frequency), "--gpu-id", str(gpu_id)]
-    cells = make_cells(table, task_names, row_names, [int(s) for s in seeds.split(",")],
-                       values, budget)
+    seed_list = [int(s) for s in seeds.split(",")]
     training, metrics = Path("training"), Path("metrics")
+    cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
     todo = [c for c in cells if not finished(c, training)]
     stale = [c.run for c in todo if (training / c.run / CELL_DONE).exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
@@ -337,16 +408,14 @@ def main(
     if stale:
         typer.echo(f"trained again, their cell.json records other settings: {', '.join(stale)}",
                    err=True)
-    runnable, skipped = [], []
-    for i, cell in enumerate(todo, 1):
-        missing = [str(p) for p in cell.needs if not p.exists()]
-        if dry_run or missing:
-            why = f"  (skipped: missing {', '.join(missing)})" if missing else ""
-            typer.echo(f"[{i}/{len(todo)}] {cell.run}: {recorded(cell.command)}{why}")
-            skipped += [cell.run] if missing else []
-        else:
-            runnable.append(cell)
+    runnable, skipped, waiting = plan(todo, dry_run)
     failed = run_cells(runnable, training, metrics, gpu_id, jobs)
+    if waiting and not failed and not dry_run:
+        # the rivals have run: the cells that waited for them now know their biLM
+        cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
+        runnable, missing, still = plan([c for c in cells if c.run in waiting], dry_run)
+        skipped += missing + still
+        failed = run_cells(runnable, training, metrics, gpu_id, jobs)
     if failed:
         typer.echo(f"failed: {', '.join(failed)}; rerun the same command to retry them", err=True)
         raise typer.Exit(1)
@@ -354,7 +423,8 @@ def main(
         return
     if skipped:  # a non-zero status: `spacy project run` must not record the table as made
         typer.echo(f"not written: {summary}: {len(skipped)} cell(s) skipped for missing inputs "
-                   f"(listed above); make them and run the same command again", err=True)
+                   f"or waiting for cells that could not run (listed above); make them and "
+                   f"run the same command again", err=True)
         raise typer.Exit(1)
     records = {c.run: json.loads((training / c.run / CELL_DONE).read_text(encoding="utf-8"))
                for c in cells}

@@ -151,3 +151,58 @@ def test_curve_retrains_what_is_not_done_and_checks_its_arguments_first(tmp_path
     assert len(calls) == 2  # another budget: trained again
     assert "| mine | - | 30.0 | 50.0 | - |" in (tmp_path / "out" / "curve.md").read_text()
 
+
+
+def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path, monkeypatch):
+    """THUCNews: `elmo` (Wikipedia biLM) and `elmo_news` compete on mean dev score; the
+    concat rows run after them, in the same invocation, over the winner."""
+    (run_table,) = _scripts("run_table")
+    monkeypatch.chdir(tmp_path)
+    for path in ["corpus/thucnews/train.spacy", "corpus/thucnews/dev.spacy",
+                 "corpus/thucnews/test.spacy"] + [
+                 f"configs/zh_textcat_{c}.cfg" for c in ("elmo", "elmo_concat")]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("")
+    for path in ("bilm/zh_wiki", "bilm/zh_news"):
+        Path(path).mkdir(parents=True)
+    dev = {"thucnews_elmo_s0": 80.0, "thucnews_elmo_s1": 84.0,  # mean 82
+           "thucnews_elmo_news_s0": 83.0, "thucnews_elmo_news_s1": 82.0}  # mean 82.5
+    trained = []
+    monkeypatch.setattr(run_table.subprocess, "run",
+                        lambda command, **kw: trained.append(command))
+    monkeypatch.setattr(run_table, "evaluate_run", lambda run_dir, *a, **kw: {
+        "dev": dev.get(run_dir.name, 0.0), "test": 1.0})
+    rows = "elmo,elmo_news,elmo_concat"
+    run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
+                   news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
+                   summary=Path("results/t.json"))
+    runs = [c[c.index("--output") + 1].split("/")[-1] for c in trained]
+    assert runs[-2:] == ["thucnews_elmo_concat_s0", "thucnews_elmo_concat_s1"]
+    for command in trained[-2:]:
+        assert command[command.index("--paths.elmo_weights") + 1] == "bilm/zh_news"
+    record = json.loads(Path("training/thucnews_elmo_concat_s0/cell.json").read_text())
+    assert record["bilm_chosen_by_dev"] == {"elmo": 82.0, "elmo_news": 82.5}
+    assert "thucnews_elmo_concat_s1" in json.loads(Path("results/t.json").read_text())
+    # a rerun finds every cell finished, the concat rows' biLM chosen the same
+    trained.clear()
+    run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
+                   news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+    assert trained == []
+
+
+def test_rows_waiting_for_rivals_that_cannot_run_are_listed_not_run(tmp_path, monkeypatch,
+                                                                    capsys):
+    (run_table,) = _scripts("run_table")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_table.subprocess, "run", lambda *a, **kw: pytest.fail("ran"))
+    with pytest.raises(typer.Exit):
+        run_table.main("zh", tasks="thucnews", rows="elmo_concat", seeds="0",
+                       weights="bilm/zh_wiki", news_weights="bilm/zh_news", jieba_weights="x",
+                       max_steps=10, eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
+                       summary=Path("results/t.json"))
+    out = capsys.readouterr()
+    assert "thucnews_elmo_concat_s0" in out.out
+    assert "--paths.elmo_weights <chosen-on-dev>" in out.out
+    assert "waiting for cells that could not run" in out.err
