@@ -268,8 +268,9 @@ def _read_textcat(path: Path, fmt: str, label_first: bool
                                             "Who was Caesar ?')")
                 yield n, text, [coarse]
         else:
-            if "\t" not in line:
-                raise _bad_row(path, n, "no tab; tsv lines are "
+            if line.count("\t") != 1:
+                found = "no tab" if "\t" not in line else f"{line.count(chr(9)) + 1} columns"
+                raise _bad_row(path, n, f"{found}; tsv lines are "
                                + ("'label<TAB>text'" if label_first else "'text<TAB>label'"))
             if label_first:
                 label, text = line.split("\t", 1)

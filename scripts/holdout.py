@@ -18,18 +18,16 @@ from typing import IO
 import typer
 
 from spacy_elmo.files import atomic_write
-from spacy_elmo.pretrain.corpus import first_undecodable_line
+from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
 
-def _open(path: Path, mode: str, like: Path | None = None) -> IO[str]:
-    """Open `path` as UTF-8 text, compressed as the name of `like` (default: `path`) says."""
-    suffix = (like or path).suffix
-    encoding = "utf-8-sig" if mode == "r" else "utf-8"
-    if suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding=encoding)  # type: ignore[return-value]
-    if suffix == ".xz":
-        return lzma.open(path, mode + "t", encoding=encoding)  # type: ignore[return-value]
-    return open(path, mode, encoding=encoding)
+def _create(path: Path, like: Path) -> IO[str]:
+    """Write `path` as UTF-8 text, compressed as the name of `like` says."""
+    if like.suffix == ".gz":
+        return gzip.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
+    if like.suffix == ".xz":
+        return lzma.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
+    return open(path, "w", encoding="utf-8")
 
 
 def _check(input_path: Path, train_out: Path, dev_out: Path, every: int) -> None:
@@ -56,8 +54,8 @@ def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100) -> 
     n_train = n_dev = 0
     try:
         with atomic_write(train_out) as train_tmp, atomic_write(dev_out) as dev_tmp:
-            with _open(input_path, "r") as src, _open(train_tmp, "w", like=train_out) as train, \
-                    _open(dev_tmp, "w", like=dev_out) as dev:
+            with open_text(input_path) as src, _create(train_tmp, like=train_out) as train, \
+                    _create(dev_tmp, like=dev_out) as dev:
                 for i, line in enumerate(src):
                     if (i + 1) % every == 0:
                         dev.write(line)

@@ -14,21 +14,13 @@ import gzip
 import lzma
 import re
 from pathlib import Path
-from typing import IO, Dict, Iterator, Optional
+from typing import Dict, Iterator, Optional
 
 import srsly
 import typer
 
 from spacy_elmo.files import atomic_write
-from spacy_elmo.pretrain.corpus import first_undecodable_line
-
-
-def _open(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig")
-    if path.suffix == ".xz":
-        return lzma.open(path, "rt", encoding="utf-8-sig")
-    return open(path, encoding="utf-8-sig")
+from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
 
 def _check(input_path: Path, output: Path, limit: int, skip_pattern: str
@@ -63,7 +55,7 @@ def main(input_path: Path, output: Path, limit: int = 0,
 
     def lines() -> Iterator[Dict[str, str]]:
         nonlocal n
-        with _open(input_path) as f:
+        with open_text(input_path) as f:
             for line in f:
                 text = line.strip()
                 if not text or (skip is not None and skip.match(text)):

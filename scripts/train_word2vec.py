@@ -161,6 +161,16 @@ def _import_word2vec() -> Any:
     return Word2Vec
 
 
+def check_sizes(positive: Dict[str, int], non_negative: Dict[str, int]) -> None:
+    """Word2VecError for a size gensim would choke on (a window of 0 hangs its workers, 0
+    threads writes untrained vectors): `positive` must be >= 1, `non_negative` >= 0."""
+    for sizes, low in ((positive, 1), (non_negative, 0)):
+        for flag, value in sizes.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                what = "a positive integer" if low else "an integer >= 0 (0: no limit)"
+                raise Word2VecError(f"{flag} must be {what}, got {value!r}.")
+
+
 def train_vectors(corpus: TokenFile, out: Path, *, dim: int, window: int, min_count: int,
                   epochs: int, threads: int, seed: int) -> int:
     """Skip-gram word2vec on the corpus; writes `out` (word2vec text format) atomically and
@@ -186,6 +196,9 @@ def make_vectors(output: Path, config: PretrainConfig, *, pretrain_steps: int = 
     """Read the text as the biLM does, train word2vec on it, write OUTPUT/vectors.txt and
     OUTPUT/corpus.json; returns what corpus.json holds."""
     start = time.time()
+    check_sizes({"--dim": dim, "--window": window, "--min-count": min_count,
+                 "--epochs": epochs, "--threads": threads},
+                {"--max-tokens": max_tokens, "--pretrain-steps": pretrain_steps})
     _import_word2vec()  # before reading a corpus for nothing
     if not config.train:
         raise Word2VecError("No training text: pass TRAIN files, or a --pretrain-config "

@@ -132,14 +132,19 @@ class Errors(metaclass=Catalogue):
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
             "options.json + weights.hdf5).")
+    E051 = ("This doc has {n} tokens but ELMo vectors for {n_vectors}: it was retokenized "
+            "(tokens merged or split) after the `elmo` component ran, so the vectors no longer "
+            "line up with the tokens. Put merge_entities, merge_noun_chunks and other "
+            "retokenizing components before `elmo` in the pipeline.")
     E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
             "{expected}). The `elmo` component must run before its listeners in the same "
             "update; do not list it in [training] frozen_components with listeners that "
             "fine-tune it (grad_factor > 0).")
-    E053 = ("ELMo listener: the upstream ELMo width is not known yet: no `elmo` component "
-            "before this one in the pipeline, or it is not initialized. Add an `elmo` "
-            "component earlier in the pipeline and call nlp.initialize() (it initializes in "
-            "pipeline order), or use `spacy-elmo.ElmoTok2Vec.v2` for a private biLM.")
+    E053 = ("ELMo listener (upstream = {upstream!r}): the upstream ELMo width is not known "
+            "yet: no {which} before this one in the pipeline, or it is not initialized. Name "
+            "an `elmo` component placed earlier in the pipeline as `upstream` (\"*\": any) "
+            "and call nlp.initialize() (it initializes in pipeline order), or use "
+            "`spacy-elmo.ElmoTok2Vec.v2` for a private biLM.")
     E054 = ("The task's layer mix was trained on ELMo vectors of width {expected}, but the "
             "biLM now gives width {found}: the `elmo` component's weights were changed after "
             "this task was trained. Use the biLM the pipeline was trained with, or train the "
@@ -156,9 +161,9 @@ class Errors(metaclass=Catalogue):
     E058 = ("[components.{name}] mix_weights has {n} number(s), but this biLM has "
             "{n_layers} layers (the token layer and one per LSTM layer). Give one weight per "
             "layer, or null for equal weights.")
-    E059 = ("The layer mix was built for {expected} biLM layers but got {found}. The `elmo` "
-            "component (or the private biLM) changed after the mix was initialized: "
-            "initialize the pipeline again.")
+    E059 = ("The layer mix was built for {expected} biLM layers but got {found}: the `elmo` "
+            "component's weights (or the private biLM) changed after the task was trained. "
+            "Use the biLM the pipeline was trained with, or train the task again.")
     # Weights by name, URL or language (E060-E069)
     E060 = ("Could not download '{url}': {err}. Check the address and the network, or "
             "download the file yourself and pass its local path.")
@@ -254,15 +259,19 @@ class Warnings(metaclass=Catalogue):
             "{example!r}. The biLM cannot see past the cut. Split such tokens (e.g. spaCy's "
             "'char' segmenter for Chinese), or pretrain a model with a larger "
             "max_characters_per_token. (Shown once per model.)")
-    W003 = ("An ELMo listener got docs without ELMo layers and used zero vectors for them: the "
-            "`elmo` component did not run on these docs (disabled, or the docs were made "
-            "elsewhere). Run the whole pipeline, or keep `elmo` enabled.")
+    W003 = ("An ELMo listener got docs without ELMo layers of their length and used zero "
+            "vectors for them: the `elmo` component did not run on these docs (disabled, or "
+            "the docs were made elsewhere), or they were retokenized after it ran. Run the "
+            "whole pipeline with `elmo` enabled, and retokenizing components before it.")
     W004 = ("{n} token(s) are longer than this biLM's budget of {limit} characters "
             "(max_characters_per_token - 2) and were cut to it, e.g. {example!r}; the cut form "
             "is also the word looked up. (Shown once per model.)")
     W005 = ("{n} line(s) of {paths} are not UTF-8 text (or hold NUL bytes) and were skipped "
             "({during}). Re-encode the files as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) to "
             "use them.")
+    W006 = ("[components.{name}] weights is {weights!r}, but the pipeline being loaded was "
+            "saved with the biLM from {saved!r}, which it carries and runs: its tasks were "
+            "trained on that one. To use other weights, train the pipeline again with them.")
     # Pretraining (W010-W019)
     W010 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
             "or AMX on a CPU; Ampere or newer on a GPU): its bf16 matmuls are emulated and much "

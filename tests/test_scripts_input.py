@@ -210,6 +210,7 @@ def test_sst_label_may_be_followed_by_a_tab(tmp_path):
     ("sst", "3 fine\ngood movie\n", r"rows\.txt:2: the label 'good' is not a number"),
     ("trec", "HUM:ind Who ?\nWho was it ?\n", r"rows\.txt:2: .*not COARSE:fine"),
     ("tsv", "goal\t0\nno tab here\n", r"rows\.txt:2: no tab"),
+    ("tsv", "goal\t0\na good movie\tpos\tEXTRA\n", r"rows\.txt:2: 3 columns; tsv lines"),
     ("tsv", "goal\t0\n\t1\n", r"rows\.txt:2: no text"),
 ])
 def test_bad_rows_are_clear_errors_naming_the_line(tmp_path, fmt, text, match):

@@ -127,6 +127,21 @@ def test_missing_gensim_empty_text_and_bad_paths_are_clear_errors(w2v, tmp_path,
         w2v.make_vectors(tmp_path / "out", PretrainConfig())
 
 
+@pytest.mark.parametrize("setting,value,message", [
+    ("window", 0, "--window must be a positive integer, got 0"),  # hung gensim's workers
+    ("threads", 0, "--threads must be a positive integer, got 0"),  # untrained vectors
+    ("dim", -1, "--dim must be a positive integer, got -1"),
+    ("epochs", 0, "--epochs must be a positive integer, got 0"),
+    ("max_tokens", -5, "--max-tokens must be an integer >= 0"),
+    ("pretrain_steps", -3, "--pretrain-steps must be an integer >= 0"),
+])
+def test_sizes_gensim_cannot_use_are_refused_first(w2v, tmp_path, setting, value, message):
+    config = PretrainConfig(train=_corpus(tmp_path / "text"), lang="en")
+    with pytest.raises(w2v.Word2VecError, match=message):
+        w2v.make_vectors(tmp_path / "out", config, **{setting: value})
+    assert not (tmp_path / "out").exists()
+
+
 def test_word2vec_vectors_are_deterministic_with_one_thread(w2v, tmp_path):
     import gensim  # noqa: F401  (in the test extra)
     config = PretrainConfig(train=_corpus(tmp_path / "text"), lang="en", skip_pattern=TITLE)

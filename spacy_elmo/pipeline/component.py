@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -17,13 +19,13 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.sources import check_format
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm, load_weights
+from .elmo_model import has_bilm, load_model_bytes, load_weights
 from .extensions import register_extensions, set_vector_hooks
 from .listener import ElmoListener
 from .serialize import reading
-from .tok2vec import replace_listener, replace_listener_cfg
+from .tok2vec import SOURCE_KEYS, replace_listener, replace_listener_cfg
 
 # The settings' defaults are build_elmo_model's own: spaCy fills them in.
 DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}
@@ -58,6 +60,10 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
                          set_vector_hooks=set_vector_hooks, mix_weights=mix_weights, gamma=gamma)
 
 
+# Settings a loaded pipeline takes from its config, not from its saved data, so that
+# spacy.load(..., config=...) can change them; the biLM (and where it came from) is saved.
+CONFIGURED_CFG = ("store_layers", "set_vector_hooks", "mix_weights", "gamma")
+
 COMPONENT_RULES = {"weights": path(optional=True), "options": path(optional=True),
                    "store_layers": boolean(), "set_vector_hooks": boolean(),
                    "mix_weights": numbers(optional=True), "gamma": number()}
@@ -79,10 +85,6 @@ class ElmoComponent(TrainablePipe):
         self.model = model
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
-        self._pending: List[Callable[[], None]] = []
-        # nlp.replace_listeners(...): listeners become a private copy of this biLM
-        model.attrs["replace_listener"] = replace_listener
-        model.attrs["replace_listener_cfg"] = replace_listener_cfg
         check_format(weights_format, "weights_format")
         check_all({"weights": weights, "options": options, "store_layers": store_layers,
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
@@ -93,6 +95,11 @@ class ElmoComponent(TrainablePipe):
                     "weights_format": weights_format,
                     "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
                     "mix_weights": mix_weights, "gamma": gamma}
+        # nlp.replace_listeners(...): listeners become a private copy of this biLM, whose
+        # config names this component's weights (a retrained copy loads the same biLM)
+        model.attrs["replace_listener"] = replace_listener
+        model.attrs["replace_listener_cfg"] = functools.partial(
+            replace_listener_cfg, source={k: self.cfg[k] for k in SOURCE_KEYS})
         register_extensions()
 
     # listeners ----------------------------------------------------------------------
@@ -160,12 +167,19 @@ class ElmoComponent(TrainablePipe):
         self.ensure_loaded()
         super().to_disk(path, exclude=exclude)
 
-    # loading: damaged data is an error that names the file --------------------------------
+    # loading: damaged data is an error that names the file; the saved biLM with the
+    # configured settings (CONFIGURED_CFG, ElmoModel's RUNTIME_ATTRS) ---------------------
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()
                    ) -> ElmoComponent:
+        """As TrainablePipe.from_bytes, keeping the configured settings."""
+        self._validate_serialization_attrs()
+        readers: Dict[str, Callable[[bytes], Any]] = {
+            "cfg": lambda b: self._restore_cfg(srsly.json_loads(b)),
+            "vocab": lambda b: self.vocab.from_bytes(b, exclude=exclude),
+            "model": lambda b: load_model_bytes(self.model, b)}
         with reading(f"the `{self.name}` component's serialized bytes",
                      f"the `{self.name}` component"):
-            super().from_bytes(bytes_data, exclude=exclude)
+            util.from_bytes(bytes_data, readers, exclude)
         return self
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> ElmoComponent:
@@ -181,11 +195,21 @@ class ElmoComponent(TrainablePipe):
     def _read_cfg(self, path: Path) -> None:
         if path.exists():
             with reading(str(path), f"the `{self.name}` component's settings (JSON)"):
-                self.cfg.update(srsly.read_json(path))
+                self._restore_cfg(srsly.read_json(path))
 
     def _read_model(self, path: Path) -> None:
         with reading(str(path), f"the `{self.name}` component's biLM"):
-            self.model.from_bytes(path.read_bytes())
+            load_model_bytes(self.model, path.read_bytes())
+
+    def _restore_cfg(self, saved: Dict[str, Any]) -> None:
+        """The saved settings, except those the config gives (CONFIGURED_CFG); configured
+        weights other than the saved biLM's are named in a warning (the saved one runs)."""
+        if self.cfg["weights"] is not None and saved.get("weights") != self.cfg["weights"]:
+            warnings.warn(Warnings.W006.format(name=self.name, weights=self.cfg["weights"],
+                                               saved=saved.get("weights")), stacklevel=2)
+        configured = {key: self.cfg[key] for key in CONFIGURED_CFG}
+        self.cfg.update(saved)
+        self.cfg.update(configured)
 
     # running --------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:
@@ -229,48 +253,49 @@ class ElmoComponent(TrainablePipe):
         """Run the biLM once and hand its layers to every listener.
 
         With all listeners frozen (grad_factor 0) the biLM runs without gradients, and the
-        outputs of sentences seen before come from the cache. Otherwise the listeners'
-        gradients are summed, and the biLM's backward pass runs in `finish_update` (so the
-        order of the listeners and their factors do not matter); `nlp.update` calls it after
-        every component's update.
+        outputs of sentences seen before come from the cache. Otherwise the gradients of
+        the fine-tuning listeners are summed, and once the last of them has reported, the
+        biLM's backward pass puts them on its parameters; as for spaCy's tok2vec,
+        `nlp.update` calls `finish_update` right after this method, before the listeners'
+        components update, so the optimizer applies them at the next update.
         """
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_get_examples(lambda: examples, "ElmoComponent.update")
+        if not self.listeners:  # nothing reads the layers
+            return losses
         docs = [eg.predicted for eg in examples]
         self.ensure_loaded()
         batch_id = ElmoListener.get_batch_id(docs)
-        if all(listener.attrs["grad_factor"] == 0 for listener in self.listeners):
+        tuning = sum(listener.attrs["grad_factor"] != 0 for listener in self.listeners)
+        if tuning == 0:
             outputs = self.model.predict(docs)
             for listener in self.listeners:
                 listener.receive(batch_id, outputs, _no_gradient)
             return losses
         outputs, backprop_model = self.model.begin_update(docs)
         d_outputs = [self.model.ops.alloc3f(*o.shape) for o in outputs]
+        waiting = [tuning]
 
         def accumulate(one_d_outputs: List[Floats3d]) -> List[Doc]:
             for i, d in enumerate(one_d_outputs):
                 d_outputs[i] += d
+            waiting[0] -= 1
+            if waiting[0] == 0:  # every fine-tuning listener has reported
+                backprop_model(d_outputs)
             return []
 
-        self._pending.append(lambda: backprop_model(d_outputs))
         for listener in self.listeners:
             listener.receive(batch_id, outputs, accumulate)
         return losses
 
     def finish_update(self, sgd: Optimizer) -> None:
-        """Backpropagate the gradients the listeners collected, then update the biLM."""
-        pending, self._pending = self._pending, []
-        for backprop in pending:
-            backprop()
-        if pending:
-            self.model.finish_update(sgd)
+        """Update the biLM with the gradients its fine-tuning listeners gave (in the last
+        update: see `update`); nothing to do while they are all frozen."""
+        self.model.finish_update(sgd)
 
     def get_loss(self, examples: Iterable[Example], scores: List[Floats3d]) -> None:
         """None: the component has no loss of its own (its listeners' tasks have)."""
         return None
-
-    def __getstate__(self) -> dict:
-        return dict(self.__dict__, _pending=[])

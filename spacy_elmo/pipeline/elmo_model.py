@@ -110,6 +110,23 @@ def build_elmo_model(
     )
 
 
+# what running the biLM takes from the config, also in a loaded pipeline (not its saved
+# values): spacy.load(..., config=...) may change them, e.g. output_cache_mb 0 to serve
+RUNTIME_ATTRS = ("batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
+                 "dropout", "output_cache")
+
+
+def load_model_bytes(model: Model, data: bytes) -> None:
+    """`model.from_bytes(data)`: the saved biLM, with the settings the model was built with
+    (RUNTIME_ATTRS)."""
+    configured = {key: model.attrs[key] for key in RUNTIME_ATTRS}
+    model.from_bytes(data)
+    model.attrs.update(configured)
+    bilm = get_holder(model).bilm
+    if bilm is not None:
+        _apply_settings(model, bilm)
+
+
 def load_weights(model: Model, weights: Optional[str], options: Optional[str], *,
                  weights_format: str = "auto", lang: str = "en", reload: bool = True) -> None:
     """Load a biLM into an ElmoModel from what `bilm.sources.locate` accepts (None: the biLM

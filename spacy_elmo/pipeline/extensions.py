@@ -22,14 +22,22 @@ def register_extensions() -> None:
         Span.set_extension("elmo", getter=span_elmo)
 
 
+def aligned(doc: Doc) -> Optional[np.ndarray]:
+    """`doc._.elmo`, checked to have one row per token (E051 after a retokenization)."""
+    vectors = doc._.elmo
+    if vectors is not None and vectors.shape[0] != len(doc):
+        raise ElmoError(Errors.E051.format(n=len(doc), n_vectors=vectors.shape[0]))
+    return vectors
+
+
 def token_elmo(token: Token) -> Optional[np.ndarray]:
-    vectors = token.doc._.elmo
+    vectors = aligned(token.doc)
     return None if vectors is None else vectors[token.i]
 
 
 def span_elmo(span: Span) -> Optional[np.ndarray]:
     """The mean of the span's token vectors (zeros for an empty span)."""
-    vectors = span.doc._.elmo
+    vectors = aligned(span.doc)
     if vectors is None:
         return None
     if span.end == span.start:
@@ -38,7 +46,7 @@ def span_elmo(span: Span) -> Optional[np.ndarray]:
 
 
 def _vectors_of(doc: Doc) -> np.ndarray:
-    vectors = doc._.elmo
+    vectors = aligned(doc)
     if vectors is None:
         raise ElmoError(Errors.E055)
     return vectors
@@ -61,6 +69,10 @@ def _norm(vector: Any) -> float:
 
 
 def _similarity(a: Union[Doc, Span, Token], b: Union[Doc, Span, Token]) -> float:
+    """Cosine of the ELMo vectors; both sides need them (E055), as a static vector is no
+    match for a contextual one."""
+    if not _has(b):
+        raise ElmoError(Errors.E055)
     va: Any = a.vector
     vb: Any = b.vector
     na, nb = _norm(va), _norm(vb)

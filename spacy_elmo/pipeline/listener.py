@@ -50,6 +50,12 @@ class ElmoListener(Model):
         self._backprop = backprop
         self.attrs["fed"] = True
 
+    def release(self) -> None:
+        """Forget the batch `receive` gave (the task's model has taken it)."""
+        self._batch_id = None
+        self._outputs = None
+        self._backprop = None
+
     def set_upstream_dims(self, width: int, n_layers: int) -> None:
         for name, value in (("nO", width), ("nL", n_layers)):
             self.set_dim(name, value, force=True)
@@ -69,6 +75,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
         if batch_id != model._batch_id:
             raise ElmoError(Errors.E052.format(got=batch_id, expected=model._batch_id))
         outputs, upstream_backprop = model._outputs, model._backprop
+        model.release()  # one use per update: a later update must bring its own layers
         factor = model.attrs["grad_factor"]
         assert outputs is not None and upstream_backprop is not None
 
@@ -79,7 +86,8 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
 
         return outputs, backprop
     if not model.has_dim("nO") or not model.has_dim("nL"):
-        raise ElmoError(Errors.E053)
+        raise ElmoError(Errors.E053.format(upstream=model.upstream_name,
+                                           which=upstream_component(model.upstream_name)))
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     outputs = []
     for doc in docs:
@@ -94,6 +102,11 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
         else:
             outputs.append(model.ops.asarray3f(layers))
     return outputs, lambda d_outputs: []
+
+
+def upstream_component(upstream: str) -> str:
+    """What a listener's `upstream` names, in words (for E053)."""
+    return "`elmo` component" if upstream == "*" else f"component named {upstream!r}"
 
 
 MIX_RULES = {"upstream": string(), "weights": path(optional=True),
@@ -167,7 +180,9 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
                      weights_format=dims_from.attrs.get("weights_format", "auto"),
                      lang=X[0].vocab.lang if X else "en", reload=False)
     if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
-        raise ElmoError(Errors.E053)
+        upstream = getattr(source, "upstream_name", "*")
+        raise ElmoError(Errors.E053.format(upstream=upstream,
+                                           which=upstream_component(upstream)))
     inner = model.layers[0]
     for mix in scalar_mixes(inner):
         mix.set_dim("nL", dims_from.get_dim("nL"), force=True)

@@ -99,12 +99,21 @@ def replace_listener(new_model: Model, listener: Model, component: Any) -> Model
     return private_runner(new_model, listener.attrs["grad_factor"])
 
 
-def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]
-                         ) -> Dict[str, Any]:
+# the `elmo` component's settings that say which biLM it loads
+SOURCE_KEYS = ("weights", "options", "weights_format")
+
+
+def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any], *,
+                         source: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 block with the `elmo`
-    component's model block (its weights come with the pipeline, so `weights` stays null)."""
+    component's model block and `source`, its weights settings (a pipeline trained again
+    from this config loads the same biLM; a saved one carries it anyway)."""
+    source = source or {}
     cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
-                           "elmo": dict(elmo_cfg), "weights": None, "options": None}
+                           "elmo": dict(elmo_cfg), "weights": source.get("weights"),
+                           "options": source.get("options")}
+    if source.get("weights_format", "auto") != "auto":
+        cfg["weights_format"] = source["weights_format"]
     for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
         if key in listener_cfg:
             cfg[key] = listener_cfg[key]

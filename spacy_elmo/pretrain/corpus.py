@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import io
 import lzma
 import random
 import re
@@ -68,6 +69,11 @@ def open_binary(path: Path) -> IO[bytes]:
     if path.name.endswith(".xz"):
         return cast(IO[bytes], lzma.open(path, "rb"))
     return open(path, "rb")
+
+
+def open_text(path: Path) -> IO[str]:
+    """A plain, .gz or .xz file as UTF-8 text (a byte-order mark skipped)."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig")
 
 
 def first_undecodable_line(path: Path) -> int:

@@ -94,6 +94,25 @@ def test_vector_hooks_on_a_doc_without_vectors_say_why(nlp_elmo):
         _ = doc[0].vector
 
 
+def test_similarity_to_a_doc_without_elmo_vectors_says_why(nlp_elmo):
+    doc = nlp_elmo("a good movie")
+    with pytest.raises(ElmoError, match=r"\[E055\] This doc has no ELMo vectors"):
+        doc.similarity(nlp_elmo.make_doc("a bad movie"))
+
+
+def test_vectors_of_a_doc_retokenized_after_elmo_are_refused(nlp_elmo):
+    """Merging (merge_entities after `elmo`) or splitting tokens would shift every vector
+    after the change onto the wrong token."""
+    doc = nlp_elmo("New York is big .")
+    with doc.retokenize() as retokenizer:
+        retokenizer.merge(doc[0:2])
+    for read in (lambda: doc[1]._.elmo, lambda: doc[0:2]._.elmo, lambda: doc.vector,
+                 lambda: doc[2].vector):
+        with pytest.raises(ElmoError, match=r"\[E051\] This doc has 4 tokens but ELMo "
+                                            r"vectors for 5: it was retokenized"):
+            read()
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t  "])
 def test_empty_and_whitespace_docs(nlp_elmo, text):
     doc = nlp_elmo(text)

@@ -261,3 +261,38 @@ def test_a_damaged_private_biLM_is_a_catalogue_error(weights_dir, tmp_path):
                                           private.layers[0].shims[0]._model.bilm))
     with pytest.raises(ElmoError, match=r"\[E002\] .* ELMo biLM weights: .*checksum"):
         spacy.load(tmp_path / "p")
+
+
+def test_a_loaded_pipeline_takes_its_settings_from_the_config(weights_dir, tmp_path):
+    """spacy.load(..., config=...) changes how the saved biLM runs (a training config's
+    output cache can be turned off to serve); other weights cannot replace the saved biLM,
+    and a warning says so."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir), "set_vector_hooks": False,
+                                 "model": {"@architectures": "spacy-elmo.ElmoModel.v1",
+                                           "output_cache_mb": 64, "batch_size": 8}})
+    expected = nlp(TEXT)._.elmo
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")  # as saved
+    elmo = loaded.get_pipe("elmo")
+    assert elmo.model.attrs["output_cache"].max_bytes == 64 * 2**20
+    assert elmo.model.attrs["batch_size"] == 8 and not elmo.cfg["set_vector_hooks"]
+    overrides = {"components": {"elmo": {"store_layers": True, "set_vector_hooks": True,
+                                         "gamma": 2.0,
+                                         "model": {"output_cache_mb": 0, "batch_size": 2}}}}
+    loaded = spacy.load(tmp_path / "pipeline", config=overrides)
+    elmo = loaded.get_pipe("elmo")
+    assert elmo.model.attrs["output_cache"].max_bytes == 0
+    assert elmo.model.attrs["batch_size"] == 2
+    doc = loaded(TEXT)
+    np.testing.assert_allclose(doc._.elmo, 2.0 * expected, atol=1e-5)
+    assert doc._.elmo_layers is not None and doc.has_vector
+    assert len(elmo.model.attrs["output_cache"]) == 0
+    other = tmp_path / "other_weights"
+    save_bilm(make_random_bilm(seed=1), other)
+    with pytest.warns(UserWarning, match=r"\[W006\] \[components.elmo\] weights is "
+                                         rf"'{other}', but the pipeline being loaded was "
+                                         rf"saved with the biLM from '{weights_dir}'"):
+        loaded = spacy.load(tmp_path / "pipeline",
+                            config={"components": {"elmo": {"weights": str(other)}}})
+    np.testing.assert_allclose(loaded(TEXT)._.elmo, expected, atol=1e-6)

@@ -1,6 +1,7 @@
 """Listeners, training with `spacy train`, caching, serialization and packaging."""
 
 import pickle
+import re
 import shutil
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.training import Example
-from thinc.api import Config
+from thinc.api import Adam, Config
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pipeline import ElmoListener
@@ -73,7 +74,7 @@ def test_grad_factor_fine_tunes_the_bilm(weights_dir):
     before = bilm.encoder.projection.weight.detach().clone()
     text = "Alice went to Paris today ."
     vectors_before = nlp(text)._.elmo  # fills the output cache
-    optimizer = nlp.create_optimizer()
+    optimizer = Adam(0.001, L2=0.0)  # no weight decay: only the task's gradients move it
     for _ in range(3):
         nlp.update(examples, sgd=optimizer)
     assert not np.allclose(before.numpy(), bilm.encoder.projection.weight.detach().numpy())
@@ -109,9 +110,28 @@ def test_any_listener_with_a_grad_factor_fine_tunes(weights_dir, factors):
         "components.textcat.model.tok2vec.grad_factor": factors[1]})
     bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
     before = {k: v.clone() for k, v in bilm.state_dict().items()}
-    nlp.update(examples, sgd=nlp.create_optimizer())
+    optimizer = Adam(0.001, L2=0.0)  # no weight decay: only the task's gradients move it
+    # the first update sends no gradient back (the tasks' output layers start at zero)
+    for _ in range(2):
+        nlp.update(examples, sgd=optimizer)
+    # the task's gradients reached every parameter; nlp.update calls the `elmo`
+    # component's finish_update before the tasks update, so the next update applies them
+    for name, param in bilm.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+    nlp.update(examples, sgd=optimizer)
     changed = [k for k, v in bilm.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) == len(before)
+
+
+def test_a_listener_takes_its_layers_once(weights_dir):
+    """An update that leaves out the `elmo` component cannot train on the layers of an
+    earlier update (whose backward pass has run)."""
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg",
+                               {"components.ner.model.tok2vec.grad_factor": 1.0})
+    optimizer = Adam(0.001, L2=0.0)
+    nlp.update(examples, sgd=optimizer)
+    with pytest.raises(ElmoError, match=r"\[E056\]"):
+        nlp.update(examples, sgd=optimizer, exclude=["elmo"])
 
 
 def _ner_features(nlp, doc):
@@ -133,6 +153,8 @@ def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir
     cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
     assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v2" and cfg["grad_factor"] == 0.0
     assert cfg["elmo"] == nlp.config["components"]["elmo"]["model"]
+    # trained again from its config, the private biLM loads the same weights
+    assert cfg["weights"] == str(weights_dir)
     nlp.remove_pipe("elmo")
     # the private copy computes the same features from the text alone, and keeps them saved
     np.testing.assert_allclose(_ner_features(nlp, nlp.make_doc(text)), features, atol=1e-5)
@@ -166,6 +188,30 @@ def test_features_are_concatenated(weights_dir, width):
     assert tok2vec.get_dim("nO") == expected
 
 
+@pytest.mark.parametrize("upstream,which", [("bilm", "no component named 'bilm'"),
+                                             ("*", "no `elmo` component")])
+def test_a_listener_names_the_upstream_it_did_not_find(weights_dir, upstream, which):
+    config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
+    config["components"]["elmo"]["weights"] = str(weights_dir)
+    config["components"]["ner"]["model"]["tok2vec"]["upstream"] = upstream
+    config["nlp"]["pipeline"] = ["ner", "elmo"]  # the listener comes first
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 4)]
+    with pytest.raises(ElmoError, match=rf"\[E053\] ELMo listener \(upstream = "
+                                        rf"'{re.escape(upstream)}'\).* {which} before"):
+        nlp.initialize(lambda: examples)
+
+
+def test_the_biLM_does_not_run_in_training_when_nothing_listens(weights_dir):
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg")
+    nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
+    elmo = nlp.get_pipe("elmo")
+    cache = elmo.model.attrs["output_cache"]
+    cache.clear()
+    elmo.update(examples)
+    assert elmo.listeners == [] and cache.misses == 0 and len(cache) == 0
+
+
 def test_listener_without_upstream_is_a_clear_error():
     config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
     config["nlp"]["pipeline"] = ["ner"]
@@ -179,6 +225,7 @@ def test_listener_without_upstream_is_a_clear_error():
 def test_pickle_after_update_and_roundtrips(weights_dir, tmp_path):
     nlp, examples = _train_nlp(weights_dir)
     nlp.update(examples, sgd=nlp.create_optimizer())
+    nlp.get_pipe("elmo").update(examples)  # the listeners now hold a batch and its closure
     listener = next(n for n in nlp.get_pipe("ner").model.walk() if isinstance(n, ElmoListener))
     assert listener._backprop is not None
     text = "Alice went to Paris today ."
