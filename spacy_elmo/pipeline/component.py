@@ -95,12 +95,15 @@ class ElmoComponent(TrainablePipe):
                     "weights_format": weights_format,
                     "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
                     "mix_weights": mix_weights, "gamma": gamma}
-        # nlp.replace_listeners(...): listeners become a private copy of this biLM, whose
-        # config names this component's weights (a retrained copy loads the same biLM)
         model.attrs["replace_listener"] = replace_listener
-        model.attrs["replace_listener_cfg"] = functools.partial(
-            replace_listener_cfg, source={k: self.cfg[k] for k in SOURCE_KEYS})
+        self._set_replacement_cfg()
         register_extensions()
+
+    def _set_replacement_cfg(self) -> None:
+        """nlp.replace_listeners(...) makes listeners a private copy of this biLM, whose
+        config names this component's weights (a copy trained again loads the same biLM)."""
+        self.model.attrs["replace_listener_cfg"] = functools.partial(
+            replace_listener_cfg, source={k: self.cfg[k] for k in SOURCE_KEYS})
 
     # listeners ----------------------------------------------------------------------
     @property
@@ -210,6 +213,7 @@ class ElmoComponent(TrainablePipe):
         configured = {key: self.cfg[key] for key in CONFIGURED_CFG}
         self.cfg.update(saved)
         self.cfg.update(configured)
+        self._set_replacement_cfg()
 
     # running --------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]) -> List[Floats3d]:
