@@ -22,7 +22,7 @@ gensim's Word2Vec (skip-gram) then reads the tokenized sentences from a temporar
 OUTPUT_DIR, once to count and once per epoch. OUTPUT_DIR gets `vectors.txt` (word2vec text
 format, most frequent words first, for `spacy init vectors`) and `corpus.json` (what was read:
 files, settings, sentences, tokens, vocabulary, parameters, time). Needs gensim:
-`pip install "spacy-elmo[vectors]"`. With `--threads 1` the vectors depend only on the seed.
+`pip install -e ".[vectors]"` in a checkout. With `--threads 1` the vectors depend only on the seed.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files
 
-INSTALL_HINT = 'pip install "spacy-elmo[vectors]"'
+INSTALL_HINT = 'pip install -e ".[vectors]" (in a checkout of spacy-elmo)'
 
 
 def file_order(config: PretrainConfig) -> List[Path]:

@@ -278,7 +278,7 @@ class Warnings(metaclass=Catalogue):
             "slower than fp32 (measured: about 100x on an AVX2 CPU). Use precision 'fp32' here.")
     W011 = ("Stopped by {signal} at step {step}; checkpoint saved. Continue with: spacy-elmo "
             "pretrain --output {output} --resume")
-    W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]').")
+    W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]'; in a checkout: pip install -e '.[plot]').")
     W013 = ("optimizer 'adam' updates every softmax row at every step, also the rows the sampled "
             "softmax did not touch, which then drift on their momentum: the full-softmax "
             "(dev) perplexity can explode while the training loss falls. Use 'lazyadam' "

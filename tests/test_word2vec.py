@@ -112,7 +112,7 @@ def test_missing_gensim_empty_text_and_bad_paths_are_clear_errors(w2v, tmp_path,
     monkeypatch.setitem(sys.modules, "gensim", None)
     monkeypatch.setitem(sys.modules, "gensim.models", None)
     config = PretrainConfig(train=corpus, lang="en")
-    with pytest.raises(w2v.Word2VecError, match=r'pip install "spacy-elmo\[vectors\]"'):
+    with pytest.raises(w2v.Word2VecError, match=r'pip install -e "\.\[vectors\]"'):
         w2v.make_vectors(tmp_path / "out", config)
     assert not (tmp_path / "out").exists()  # nothing read or written before the check
     monkeypatch.setattr(w2v, "_import_word2vec", lambda: None)
