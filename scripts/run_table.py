@@ -153,7 +153,8 @@ def choose_bilm(table: str, name: str, seeds: List[int], values: Dict[str, str],
     dev = {row: sum(_record(c, training)["dev"] for c in rivals if c.row == row) / len(seeds)
            for row in task.rivals}
     best = max(task.rivals, key=lambda row: dev[row])  # a tie: the first listed
-    return ROWS[best].paths["elmo_weights"].format(**values), dev
+    task_values = {**values, "weights": values[task.bilm]}
+    return ROWS[best].paths["elmo_weights"].format(**task_values), dev
 
 
 def _record(cell: Cell, training: Path) -> Dict:
@@ -337,6 +338,17 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
     return failed
 
 
+def check_rivals(table: str, cells: List[Cell], rows: Optional[List[str]]) -> None:
+    """A row that waits for its task's rival rows needs them in this run (or finished)."""
+    for cell in cells:
+        rivals = TABLES[table][cell.task].rivals
+        if cell.waits and rows is not None and not set(rivals) <= set(rows):
+            raise typer.BadParameter(
+                f"the {cell.row} row of {cell.task} takes the biLM that its rows "
+                f"{', '.join(rivals)} choose on dev, and they have not run: add them to "
+                f"--rows (e.g. --rows {','.join([*rivals, cell.row])})")
+
+
 def plan(todo: List[Cell], dry_run: bool) -> Tuple[List[Cell], List[str], List[str]]:
     """The cells to run now, those skipped for missing inputs, and those waiting for their
     rival rows to choose their biLM; all but the first are listed with their commands
@@ -402,7 +414,8 @@ def main(
     training, metrics = Path("training"), Path("metrics")
     cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
     todo = [c for c in cells if not finished(c, training)]
-    stale = [c.run for c in todo if (training / c.run / CELL_DONE).exists()]
+    check_rivals(table, cells, row_names)
+    stale = [c.run for c in todo if not c.waits and (training / c.run / CELL_DONE).exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
                f"{len(todo)} to run")
     if stale:
@@ -413,7 +426,8 @@ def main(
     if waiting and not failed and not dry_run:
         # the rivals have run: the cells that waited for them now know their biLM
         cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
-        runnable, missing, still = plan([c for c in cells if c.run in waiting], dry_run)
+        later = [c for c in cells if c.run in waiting and not finished(c, training)]
+        runnable, missing, still = plan(later, dry_run)
         skipped += missing + still
         failed = run_cells(runnable, training, metrics, gpu_id, jobs)
     if failed:

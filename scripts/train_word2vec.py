@@ -39,10 +39,11 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional
 import typer
 from wasabi import msg
 
-from spacy_elmo.errors import ElmoError
+from spacy_elmo.errors import ElmoError, Errors
 from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files
+from spacy_elmo.validation import check_all, integer
 
 INSTALL_HINT = 'pip install -e ".[vectors]" (in a checkout of spacy-elmo)'
 
@@ -164,11 +165,12 @@ def _import_word2vec() -> Any:
 def check_sizes(positive: Dict[str, int], non_negative: Dict[str, int]) -> None:
     """Word2VecError for a size gensim would choke on (a window of 0 hangs its workers, 0
     threads writes untrained vectors): `positive` must be >= 1, `non_negative` >= 0."""
-    for sizes, low in ((positive, 1), (non_negative, 0)):
-        for flag, value in sizes.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                what = "a positive integer" if low else "an integer >= 0 (0: no limit)"
-                raise Word2VecError(f"{flag} must be {what}, got {value!r}.")
+    rules = {**{flag: integer(1) for flag in positive},
+             **{flag: integer(0) for flag in non_negative}}
+    try:
+        check_all({**positive, **non_negative}, rules, Errors.E020)
+    except ElmoError as err:
+        raise Word2VecError(str(err)) from err
 
 
 def train_vectors(corpus: TokenFile, out: Path, *, dim: int, window: int, min_count: int,

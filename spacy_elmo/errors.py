@@ -137,9 +137,8 @@ class Errors(metaclass=Catalogue):
             "line up with the tokens. Put merge_entities, merge_noun_chunks and other "
             "retokenizing components before `elmo` in the pipeline.")
     E052 = ("An ELMo listener received a batch it was not prepared for (got {got}, expected "
-            "{expected}). The `elmo` component must run before its listeners in the same "
-            "update; do not list it in [training] frozen_components with listeners that "
-            "fine-tune it (grad_factor > 0).")
+            "{expected}): its task is training on other docs than the `elmo` component ran "
+            "on in this update. Give every component of the update the same examples.")
     E053 = ("ELMo listener (upstream = {upstream!r}): the upstream ELMo width is not known "
             "yet: no {which} before this one in the pipeline, or it is not initialized. Name "
             "an `elmo` component placed earlier in the pipeline as `upstream` (\"*\": any) "
@@ -155,7 +154,8 @@ class Errors(metaclass=Catalogue):
             "component took no part in this update. It is probably listed in [training] "
             "frozen_components: remove it from there (with grad_factor 0, the default, the "
             "biLM stays frozen anyway), or also list it in [training] annotating_components "
-            "so that it annotates the docs its listeners train on.")
+            "so that it annotates the docs its listeners train on. (`nlp.rehearse` is not "
+            "supported with ELMo listeners: the `elmo` component does not rehearse.)")
     E057 = ("{where}: `encode` is set but `width` is not. The encoder runs on vectors of "
             "`width`: set width to the encoder's width.")
     E058 = ("[components.{name}] mix_weights has {n} number(s), but this biLM has "
@@ -270,7 +270,7 @@ class Warnings(metaclass=Catalogue):
             "({during}). Re-encode the files as UTF-8 (e.g. `iconv -f latin1 -t utf-8`) to "
             "use them.")
     W006 = ("[components.{name}] weights is {weights!r}, but the pipeline being loaded was "
-            "saved with the biLM from {saved!r}, which it carries and runs: its tasks were "
+            "saved with {saved}, which it carries and runs: its tasks were "
             "trained on that one. To use other weights, train the pipeline again with them.")
     # Pretraining (W010-W019)
     W010 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
@@ -278,7 +278,8 @@ class Warnings(metaclass=Catalogue):
             "slower than fp32 (measured: about 100x on an AVX2 CPU). Use precision 'fp32' here.")
     W011 = ("Stopped by {signal} at step {step}; checkpoint saved. Continue with: spacy-elmo "
             "pretrain --output {output} --resume")
-    W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]'; in a checkout: pip install -e '.[plot]').")
+    W012 = ("matplotlib is not installed: no curves.png (pip install 'spacy-elmo[plot]'; in a "
+            "checkout: pip install -e '.[plot]').")
     W013 = ("optimizer 'adam' updates every softmax row at every step, also the rows the sampled "
             "softmax did not touch, which then drift on their momentum: the full-softmax "
             "(dev) perplexity can explode while the training loss falls. Use 'lazyadam' "

@@ -184,7 +184,19 @@ def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path,
     record = json.loads(Path("training/thucnews_elmo_concat_s0/cell.json").read_text())
     assert record["bilm_chosen_by_dev"] == {"elmo": 82.0, "elmo_news": 82.5}
     assert "thucnews_elmo_concat_s1" in json.loads(Path("results/t.json").read_text())
-    # a rerun finds every cell finished, the concat rows' biLM chosen the same
+    # a rerun finds every cell finished, the concat rows' biLM chosen the same; a new
+    # seed trains its three cells only
+    trained.clear()
+    run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
+                   news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+    assert trained == []
+    dev.update({"thucnews_elmo_s2": 82.0, "thucnews_elmo_news_s2": 82.5})
+    run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1,2", weights="bilm/zh_wiki",
+                   news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+    assert [c[c.index("--output") + 1].split("/")[-1] for c in trained] == [
+        "thucnews_elmo_s2", "thucnews_elmo_news_s2", "thucnews_elmo_concat_s2"]
     trained.clear()
     run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
@@ -192,17 +204,40 @@ def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path,
     assert trained == []
 
 
+def _thucnews_inputs(tmp_path, weights=("bilm/zh_wiki", "bilm/zh_news")):
+    for path in ["corpus/thucnews/train.spacy", "corpus/thucnews/dev.spacy",
+                 "corpus/thucnews/test.spacy"] + [
+                 f"configs/zh_textcat_{c}.cfg" for c in ("elmo", "elmo_concat")]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    for path in weights:
+        (tmp_path / path).mkdir(parents=True)
+
+
+def _zh_table(run_table, rows, summary=None, seeds="0"):
+    run_table.main("zh", tasks="thucnews", rows=rows, seeds=seeds, weights="bilm/zh_wiki",
+                   news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=summary)
+
+
 def test_rows_waiting_for_rivals_that_cannot_run_are_listed_not_run(tmp_path, monkeypatch,
                                                                     capsys):
     (run_table,) = _scripts("run_table")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_table.subprocess, "run", lambda *a, **kw: pytest.fail("ran"))
+    _thucnews_inputs(tmp_path, weights=("bilm/zh_wiki",))  # no news-adapted biLM
+    trained = []
+    monkeypatch.setattr(run_table.subprocess, "run", lambda c, **kw: trained.append(c))
+    monkeypatch.setattr(run_table, "evaluate_run", lambda *a, **kw: {"dev": 1.0, "test": 1.0})
+    with pytest.raises(typer.BadParameter, match=r"the elmo_concat row of thucnews takes "
+                                                 r"the biLM .* add them to --rows \(e.g. "
+                                                 r"--rows elmo,elmo_news,elmo_concat\)"):
+        _zh_table(run_table, "elmo_concat")
+    assert trained == []
     with pytest.raises(typer.Exit):
-        run_table.main("zh", tasks="thucnews", rows="elmo_concat", seeds="0",
-                       weights="bilm/zh_wiki", news_weights="bilm/zh_news", jieba_weights="x",
-                       max_steps=10, eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
-                       summary=Path("results/t.json"))
+        _zh_table(run_table, "elmo,elmo_news,elmo_concat", summary=Path("results/t.json"))
     out = capsys.readouterr()
-    assert "thucnews_elmo_concat_s0" in out.out
+    runs = [c[c.index("--output") + 1].split("/")[-1] for c in trained]
+    assert runs == ["thucnews_elmo_s0"]  # the news row lacks its biLM, so the concat waits
+    assert "thucnews_elmo_concat_s0: " in out.out and "(after its rival ELMo rows" in out.out
     assert "--paths.elmo_weights <chosen-on-dev>" in out.out
     assert "waiting for cells that could not run" in out.err

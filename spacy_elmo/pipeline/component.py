@@ -85,6 +85,10 @@ class ElmoComponent(TrainablePipe):
         self.model = model
         self.name = name
         self.listener_map: Dict[str, List[ElmoListener]] = {}
+        # the backward pass of the last fine-tuning update, until it has run; whether the
+        # biLM holds gradients that finish_update has not applied yet
+        self._pending: Optional[Callable[[], None]] = None
+        self._stepped = False
         check_format(weights_format, "weights_format")
         check_all({"weights": weights, "options": options, "store_layers": store_layers,
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
@@ -208,8 +212,10 @@ class ElmoComponent(TrainablePipe):
         """The saved settings, except those the config gives (CONFIGURED_CFG); configured
         weights other than the saved biLM's are named in a warning (the saved one runs)."""
         if self.cfg["weights"] is not None and saved.get("weights") != self.cfg["weights"]:
-            warnings.warn(Warnings.W006.format(name=self.name, weights=self.cfg["weights"],
-                                               saved=saved.get("weights")), stacklevel=2)
+            origin = saved.get("weights")
+            warnings.warn(Warnings.W006.format(
+                name=self.name, weights=self.cfg["weights"],
+                saved="the bundled biLM" if origin is None else f"'{origin}'"), stacklevel=2)
         configured = {key: self.cfg[key] for key in CONFIGURED_CFG}
         self.cfg.update(saved)
         self.cfg.update(configured)
@@ -258,16 +264,21 @@ class ElmoComponent(TrainablePipe):
 
         With all listeners frozen (grad_factor 0) the biLM runs without gradients, and the
         outputs of sentences seen before come from the cache. Otherwise the gradients of
-        the fine-tuning listeners are summed, and once the last of them has reported, the
-        biLM's backward pass puts them on its parameters; as for spaCy's tok2vec,
-        `nlp.update` calls `finish_update` right after this method, before the listeners'
-        components update, so the optimizer applies them at the next update.
+        the fine-tuning listeners are summed, and the biLM's backward pass puts them on its
+        parameters once the last of them has reported, or, when some never do (a task
+        left out of the update, or with nothing to learn from in the batch), at the next
+        `update` or `finish_update`; `finish_update` applies them. `nlp.update` calls
+        `finish_update` right after this method, before the listening tasks update, so
+        there a batch's gradients are applied at the next update (as for spaCy's tok2vec);
+        `spacy train` calls it after every component's update.
         """
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_get_examples(lambda: examples, "ElmoComponent.update")
+        self._backward_pending()
+        self._pending = None  # an earlier batch no listener reported on is dropped
         if not self.listeners:  # nothing reads the layers
             return losses
         docs = [eg.predicted for eg in examples]
@@ -281,24 +292,46 @@ class ElmoComponent(TrainablePipe):
             return losses
         outputs, backprop_model = self.model.begin_update(docs)
         d_outputs = [self.model.ops.alloc3f(*o.shape) for o in outputs]
-        waiting = [tuning]
+        reported = [0]
+
+        def backward() -> None:
+            """The biLM's backward pass over what the listeners reported (once; pending
+            while none has)."""
+            if reported[0]:
+                self._pending = None
+                backprop_model(d_outputs)
+                self._stepped = True
 
         def accumulate(one_d_outputs: List[Floats3d]) -> List[Doc]:
             for i, d in enumerate(one_d_outputs):
                 d_outputs[i] += d
-            waiting[0] -= 1
-            if waiting[0] == 0:  # every fine-tuning listener has reported
-                backprop_model(d_outputs)
+            reported[0] += 1
+            if reported[0] == tuning and self._pending is backward:  # the last one
+                backward()
             return []
 
+        self._pending = backward
         for listener in self.listeners:
             listener.receive(batch_id, outputs, accumulate)
         return losses
 
+    def _backward_pending(self) -> None:
+        """Run the backward pass of an earlier update that not every fine-tuning listener
+        reported on."""
+        if self._pending is not None:
+            self._pending()
+
     def finish_update(self, sgd: Optimizer) -> None:
-        """Update the biLM with the gradients its fine-tuning listeners gave (in the last
-        update: see `update`); nothing to do while they are all frozen."""
-        self.model.finish_update(sgd)
+        """Update the biLM with the gradients its fine-tuning listeners gave (see
+        `update`); a frozen biLM is left as it is (no optimizer step, no weight decay)."""
+        self._backward_pending()
+        if self._stepped:
+            self.model.finish_update(sgd)
+            self._stepped = False
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # an update's backward pass is a closure over its batch: it is not pickled
+        return dict(self.__dict__, _pending=None)
 
     def get_loss(self, examples: Iterable[Example], scores: List[Floats3d]) -> None:
         """None: the component has no loss of its own (its listeners' tasks have)."""

@@ -173,16 +173,15 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
         if not source.has_dim("nO") and source.upstream is not None:
             # an `elmo` component nlp.initialize() skipped ([training] frozen_components)
             source.upstream.ensure_loaded()
-    else:  # a private biLM: load it first (a loaded or copied one is kept)
+        if not source.has_dim("nO") or not source.has_dim("nL"):
+            raise ElmoError(Errors.E053.format(upstream=source.upstream_name,
+                                               which=upstream_component(source.upstream_name)))
+    else:  # a private biLM: load it first (a loaded or copied one is kept, with its dims)
         dims_from = source.layers[0]
         # without weights, the biLM bundled for the docs' language (English without docs)
         load_weights(dims_from, dims_from.attrs.get("weights"), dims_from.attrs.get("options"),
                      weights_format=dims_from.attrs.get("weights_format", "auto"),
                      lang=X[0].vocab.lang if X else "en", reload=False)
-    if not dims_from.has_dim("nO") or not dims_from.has_dim("nL"):
-        upstream = getattr(source, "upstream_name", "*")
-        raise ElmoError(Errors.E053.format(upstream=upstream,
-                                           which=upstream_component(upstream)))
     inner = model.layers[0]
     for mix in scalar_mixes(inner):
         mix.set_dim("nL", dims_from.get_dim("nL"), force=True)

@@ -292,7 +292,7 @@ def test_a_loaded_pipeline_takes_its_settings_from_the_config(weights_dir, tmp_p
     save_bilm(make_random_bilm(seed=1), other)
     with pytest.warns(UserWarning, match=r"\[W006\] \[components.elmo\] weights is "
                                          rf"'{other}', but the pipeline being loaded was "
-                                         rf"saved with the biLM from '{weights_dir}'"):
+                                         rf"saved with '{weights_dir}'"):
         loaded = spacy.load(tmp_path / "pipeline",
                             config={"components": {"elmo": {"weights": str(other)}}})
     np.testing.assert_allclose(loaded(TEXT)._.elmo, expected, atol=1e-6)

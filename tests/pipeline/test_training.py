@@ -123,6 +123,59 @@ def test_any_listener_with_a_grad_factor_fine_tunes(weights_dir, factors):
     assert len(changed) == len(before)
 
 
+def _bilm_state(nlp):
+    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    return {k: v.clone() for k, v in bilm.state_dict().items()}
+
+
+def _changed(nlp, before):
+    return [k for k, v in _bilm_state(nlp).items() if not torch.equal(v, before[k])]
+
+
+def test_fine_tuning_gradients_count_when_a_listening_task_sits_out(weights_dir):
+    """NER left out of the updates (or with no entities in a batch) never reports: the
+    textcat's gradients still reach the biLM."""
+    nlp, examples = _train_nlp(weights_dir, overrides={
+        "components.ner.model.tok2vec.grad_factor": 1.0,
+        "components.textcat.model.tok2vec.grad_factor": 1.0})
+    before = _bilm_state(nlp)
+    optimizer = Adam(0.001, L2=0.0)  # no weight decay: only gradients move the biLM
+    for _ in range(4):
+        nlp.update(examples, sgd=optimizer, exclude=["ner"])
+    assert len(_changed(nlp, before)) == len(before)
+
+
+def test_spacy_trains_loop_applies_fine_tuning_gradients_at_once(weights_dir):
+    """`spacy train` updates every component (sgd=False), then calls finish_update."""
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg",
+                               {"components.ner.model.tok2vec.grad_factor": 1.0})
+    optimizer = Adam(0.001, L2=0.0)
+    nlp.update(examples, sgd=optimizer)  # NER's output layer leaves zero: now it learns
+    before = _bilm_state(nlp)
+    nlp.update(examples, sgd=False)
+    for _, proc in nlp.pipeline:
+        proc.finish_update(optimizer)
+    assert len(_changed(nlp, before)) == len(before)
+
+
+def test_a_biLM_frozen_after_fine_tuning_stays_as_it_is(weights_dir):
+    nlp, examples = _train_nlp(weights_dir, "ner_elmo.cfg",
+                               {"components.ner.model.tok2vec.grad_factor": 1.0})
+    optimizer = Adam(0.001, L2=0.01)  # weight decay would move it if the optimizer ran
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    elmo = nlp.get_pipe("elmo")
+    for listener in elmo.listeners:
+        listener.attrs["grad_factor"] = 0.0
+    nlp.update(examples, sgd=optimizer)  # applies the last fine-tuning gradients
+    before = _bilm_state(nlp)
+    generation = elmo.model.layers[0].shims[0]._model.generation
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer)
+    assert _changed(nlp, before) == []
+    assert elmo.model.layers[0].shims[0]._model.generation == generation  # caches kept
+
+
 def test_a_listener_takes_its_layers_once(weights_dir):
     """An update that leaves out the `elmo` component cannot train on the layers of an
     earlier update (whose backward pass has run)."""
