@@ -43,6 +43,9 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
         "title": "the bundled English biLM",
         "data": "English Wikipedia text (`lm_en`: articles of a 2015 dump and of early 2018, "
                 "extracted with WikiExtractor), tokenized with spaCy's English tokenizer",
+        "caveat": "A small model trained on one CPU: far weaker than the published English "
+                  "models (the original reaches perplexity 39.7 on the 1B Word Benchmark "
+                  "after two weeks on three GPUs).",
         "license": "trained on Wikipedia text (CC BY-SA 3.0, Wikipedia contributors); these "
                    "weights are shared under the same license, CC BY-SA 3.0 "
                    "(https://creativecommons.org/licenses/by-sa/3.0/)",
@@ -52,6 +55,9 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
         "data": "a slice of Chinese Wikipedia (`zhwiki_partial`: 96,487 articles, converted to "
                 "Simplified characters, every 100th line held out), characters as tokens "
                 "(spaCy's `zh` tokenizer, its default `char` segmenter)",
+        "caveat": "A small model trained on one CPU. Its perplexity is per character (each "
+                  "character is a token), so it does not compare with word-level "
+                  "perplexities such as the English models'.",
         "license": "trained on Chinese Wikipedia text (CC BY-SA 4.0, Wikipedia contributors, "
                    "https://zh.wikipedia.org); these weights are shared under the same "
                    "license, CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/)",
@@ -211,8 +217,7 @@ Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
 |---|---|
 {rows_md}
 
-A small model trained on one CPU: far weaker than the published English models (the
-original reaches perplexity 39.7 on the 1B Word Benchmark after two weeks on three GPUs).
+{about['caveat']}
 Continue its run with `spacy-elmo pretrain --output RUN --resume` (or from this export
 with `--init-weights`), or pretrain a larger one, and point `weights` at it.
 
