@@ -117,14 +117,17 @@ def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
 
 def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
     demo = _load_convert("similarity_demo")
+    senses = ["money", "money", "river", "river"]
     same_far = [np.array([1.0, 0.0]), np.array([0.6, 0.8]),  # money: cosine 0.6
                 np.array([0.0, 1.0]), np.array([0.0, 1.0])]  # river: 1.0
-    assert demo.separation(same_far) == (pytest.approx(0.6), pytest.approx(0.8))
+    assert demo.separation(same_far, senses) == (pytest.approx(0.6), pytest.approx(0.8))
     apart = [np.array([1.0, 0.0]), np.array([1.0, 0.1]), np.array([0.0, 1.0]),
              np.array([0.1, 1.0])]
-    same_min, other_max = demo.separation(apart)
+    same_min, other_max = demo.separation(apart, senses)
     assert same_min > other_max
-    demo.main(tiny_weights_dir)
-    out = capsys.readouterr().out
-    assert "every same-sense pair closer than every other-sense pair?" in out
-    assert out.count(": yes (") + out.count(": no (") == 4  # the mix and 3 layers
+    for lang, word in (("en", "'bank'"), ("zh", "'行'")):
+        demo.main(tiny_weights_dir, lang=lang)
+        out = capsys.readouterr().out
+        assert f"cosine similarity of {word}" in out
+        assert "every same-sense pair closer than every other-sense pair?" in out
+        assert out.count(": yes (") + out.count(": no (") == 4  # the mix and 3 layers
