@@ -158,6 +158,7 @@ def choose_bilm(table: str, name: str, seeds: List[int], values: Dict[str, str],
 
 
 def _record(cell: Cell, training: Path) -> Dict:
+    """The cell.json of a finished cell."""
     return json.loads((training / cell.run / CELL_DONE).read_text(encoding="utf-8"))
 
 
@@ -214,11 +215,10 @@ def _settings(command: str) -> str:
 def finished(cell: Cell, training: Path) -> bool:
     """Whether the cell's cell.json records a run of this very command (other settings,
     e.g. another biLM or budget: not finished, trained again)."""
-    path = training / cell.run / CELL_DONE
-    if not path.exists():
+    if not (training / cell.run / CELL_DONE).exists():
         return False
-    record = json.loads(path.read_text(encoding="utf-8"))
-    return _settings(record.get("command", "")) == _settings(recorded(cell.command))
+    return _settings(_record(cell, training).get("command", "")) == \
+        _settings(recorded(cell.command))
 
 
 def cores() -> int:
@@ -440,8 +440,7 @@ def main(
                    f"or waiting for cells that could not run (listed above); make them and "
                    f"run the same command again", err=True)
         raise typer.Exit(1)
-    records = {c.run: json.loads((training / c.run / CELL_DONE).read_text(encoding="utf-8"))
-               for c in cells}
+    records = {c.run: _record(c, training) for c in cells}
     summary.parent.mkdir(parents=True, exist_ok=True)
     tmp = summary.with_name(summary.name + ".tmp")
     tmp.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")

@@ -56,6 +56,12 @@ class ElmoListener(Model):
         self._outputs = None
         self._backprop = None
 
+    def require_dims(self) -> None:
+        """E053 unless the upstream `elmo` component has given its width and layer count."""
+        if not self.has_dim("nO") or not self.has_dim("nL"):
+            raise ElmoError(Errors.E053.format(upstream=self.upstream_name,
+                                               which=upstream_component(self.upstream_name)))
+
     def set_upstream_dims(self, width: int, n_layers: int) -> None:
         for name, value in (("nO", width), ("nL", n_layers)):
             self.set_dim(name, value, force=True)
@@ -85,9 +91,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
             return []
 
         return outputs, backprop
-    if not model.has_dim("nO") or not model.has_dim("nL"):
-        raise ElmoError(Errors.E053.format(upstream=model.upstream_name,
-                                           which=upstream_component(model.upstream_name)))
+    model.require_dims()
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     outputs = []
     for doc in docs:
@@ -173,9 +177,7 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
         if not source.has_dim("nO") and source.upstream is not None:
             # an `elmo` component nlp.initialize() skipped ([training] frozen_components)
             source.upstream.ensure_loaded()
-        if not source.has_dim("nO") or not source.has_dim("nL"):
-            raise ElmoError(Errors.E053.format(upstream=source.upstream_name,
-                                               which=upstream_component(source.upstream_name)))
+        source.require_dims()
     else:  # a private biLM: load it first (a loaded or copied one is kept, with its dims)
         dims_from = source.layers[0]
         # without weights, the biLM bundled for the docs' language (English without docs)

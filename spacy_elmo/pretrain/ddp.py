@@ -37,7 +37,7 @@ def setup(device: str = "auto") -> DistContext:
     asked = None if device == "auto" else torch.device(device)
     use_cuda = torch.cuda.is_available() if asked is None else asked.type == "cuda"
     if use_cuda:
-        dev = torch.device("cuda", cuda_index(device, asked, local_rank, world_size))
+        dev = torch.device("cuda", cuda_index(asked, local_rank, world_size))
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
@@ -47,10 +47,10 @@ def setup(device: str = "auto") -> DistContext:
     return DistContext(rank, world_size, dev)
 
 
-def cuda_index(device: str, asked: Optional[torch.device], local_rank: int,
-               world_size: int) -> int:
-    """The GPU of this process: its local rank under torchrun, else the one asked for (the
-    current one for plain `cuda`); checked against the GPUs torch sees."""
+def cuda_index(asked: Optional[torch.device], local_rank: int, world_size: int) -> int:
+    """The GPU of this process (`asked`: None for `auto`): its local rank under torchrun,
+    else the one asked for (the current one for plain `cuda`); checked against the GPUs
+    torch sees."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if world_size > 1:
         index = local_rank
@@ -59,7 +59,8 @@ def cuda_index(device: str, asked: Optional[torch.device], local_rank: int,
     else:
         index = torch.cuda.current_device() if count else 0
     if index >= count:
-        raise ElmoError(Errors.E126.format(device=device, index=index, count=count))
+        raise ElmoError(Errors.E126.format(device="auto" if asked is None else str(asked),
+                                           index=index, count=count))
     return index
 
 
