@@ -109,6 +109,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     # everything is made in a staging directory beside `output`, which replaces it only at
     # the end: a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    staging.chmod(0o755)  # mkdtemp's directory is private; the package's data is not
     try:
         make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity)
         swap_in(staging, output)

@@ -38,6 +38,7 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     # the dev text measured again through the export gives the logged dev perplexity
     assert f"| perplexity on held-out text | {dev['dev_ppl']:.1f} per token" in card
     assert not (out / "softmax.hdf5").exists()
+    assert out.stat().st_mode & 0o777 == 0o755  # readable by every user of the package
     # the hardware the run recorded when it started, not the bundling machine's guess
     start = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["type"] == "start"]
     assert len(start) == 1
