@@ -57,7 +57,9 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
                 "(spaCy's `zh` tokenizer, its default `char` segmenter)",
         "caveat": "A small model trained on one CPU. Its perplexity is per character (each "
                   "character is a token), so it does not compare with word-level "
-                  "perplexities such as the English models'.",
+                  "perplexities such as the English models'. It reads single characters (at "
+                  "most 6 UTF-8 bytes a token): with a word segmenter (jieba, pkuseg) "
+                  "longer tokens are cut, with a warning; pretrain a word biLM for those.",
         "license": "trained on Chinese Wikipedia text (CC BY-SA 4.0, Wikipedia contributors, "
                    "https://zh.wikipedia.org); these weights are shared under the same "
                    "license, CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/)",
@@ -84,16 +86,17 @@ def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
 
 
 def extra_perplexities(lm_dir: Path, config: PretrainConfig, texts: List[str]
-                       ) -> List[Tuple[str, Dict[str, float]]]:
-    """Perplexity (per token and per character) of the language model on each NAME=TEXT."""
+                       ) -> List[Tuple[str, str, Dict[str, float]]]:
+    """Perplexity (per token and per character) of the language model on each NAME=TEXT,
+    as (NAME, TEXT, result), on at most the run's `dev_max_tokens` tokens of each."""
     lm, vocab = load_lm(lm_dir)
     out = []
     for spec in texts:
         name, path = spec.split("=", 1)
-        out.append((name, text_perplexity(lm, vocab, resolve_files([path]),
-                                          config.text_settings(), rows=config.batch_size,
-                                          window=config.window,
-                                          max_tokens=config.dev_max_tokens)))
+        out.append((name, path, text_perplexity(lm, vocab, resolve_files([path]),
+                                                config.text_settings(),
+                                                rows=config.batch_size, window=config.window,
+                                                max_tokens=config.dev_max_tokens)))
     return out
 
 
@@ -189,11 +192,11 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
             else:
                 export(run / "checkpoint.pt", tmp)
                 lm_dir = Path(tmp)
-            for name, result in extra_perplexities(lm_dir, config, perplexity):
-                table.append((f"perplexity on {name}",
+            for text_name, path, result in extra_perplexities(lm_dir, config, perplexity):
+                table.append((f"perplexity on {text_name}",
                               f"{result['dev_ppl']:.1f} per token, "
                               f"{result['ppl_per_char']:.1f} per character "
-                              f"({result['dev_tokens']:,} tokens)"))
+                              f"({result['dev_tokens']:,} tokens of {Path(path).name})"))
     if wic is not None:
         sys.path.insert(0, str(ROOT / "scripts"))
         from wic_probe import chosen, probe

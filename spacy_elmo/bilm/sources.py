@@ -45,7 +45,7 @@ PUBLISHED = {
 }
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 # The biLM used when no `weights` are given, per spaCy language code: a directory of DATA_DIR.
-BUNDLED = {"en": "elmo_en_small"}
+BUNDLED = {"en": "elmo_en_small", "zh": "elmo_zh_small"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 

@@ -46,8 +46,8 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
 
     weights: a weights.hdf5 file, a directory with options.json + weights.hdf5, an
     ELMoForManyLangs model directory, a URL, or a published name such as
-    "allennlp/original"; None uses the biLM bundled for the pipeline's language (English:
-    a small one; other languages have none yet, and need `weights`).
+    "allennlp/original"; None uses the biLM bundled for the pipeline's language (English
+    and Chinese: a small one each; other languages have none, and need `weights`).
     options: options.json when it is not beside the weights (for an ELMoForManyLangs model:
     its network config, when the model directory lacks it). weights_format: "auto"
     (detected), "allennlp" or "efml". store_layers: keep all L+1 layers on every doc

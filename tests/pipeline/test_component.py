@@ -249,17 +249,21 @@ def test_chinese_text_and_truncation_warning(weights_dir):
         nlp(Doc(nlp.vocab, words=words))
 
 
-def test_add_pipe_without_config_uses_the_bundled_biLM():
+@pytest.mark.parametrize("lang,text,n_tokens", [("en", "The bank raised rates.", 5),
+                                                 ("zh", "他去银行取钱。", 7)])
+def test_add_pipe_without_config_uses_the_bundled_biLM(lang, text, n_tokens):
+    """Offline, with no config: the biLM bundled for the pipeline's language."""
     from spacy_elmo.bilm.sources import bundled
 
-    nlp = spacy.blank("en")
+    nlp = spacy.blank(lang)
     nlp.add_pipe("elmo")
-    doc = nlp("The bank raised rates.")
-    assert doc._.elmo.shape == (len(doc), 256)
+    doc = nlp(text)
+    assert doc._.elmo.shape == (n_tokens, 256)
     # the equal mix (no mix_weights, gamma 1) of the bundled biLM's layers for these tokens
-    bilm = load_bilm(bundled("en")).eval()
+    bilm = load_bilm(bundled(lang)).eval()
+    ids = batch_to_ids([[t.text for t in doc]], bilm.options.max_characters_per_token)
     with torch.no_grad():
-        layers = bilm(batch_to_ids([[t.text for t in doc]])).layers[:, 0].numpy()
+        layers = bilm(ids).layers[:, 0].numpy()
     np.testing.assert_allclose(doc._.elmo, layers.mean(0), atol=1e-5)
 
 

@@ -1,6 +1,7 @@
 """scripts/bundle_bilm.py: a run becomes a language's bundled biLM with its model card."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -33,10 +34,13 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
     card = (out / "README.md").read_text(encoding="utf-8")
     dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()
            if '"dev"' in line][-1]
-    assert "the bundled Chinese biLM" in card and "CC BY-SA 4.0" in card
+    assert card.startswith("# elmo_zh_small: the bundled Chinese biLM\n")
+    assert "CC BY-SA 4.0" in card
     assert f"| dev perplexity | {dev['dev_ppl']:.1f} at step 4" in card
     # the dev text measured again through the export gives the logged dev perplexity
-    assert f"| perplexity on held-out text | {dev['dev_ppl']:.1f} per token" in card
+    assert re.search(rf"\| perplexity on held-out text \| {dev['dev_ppl']:.1f} per token, "
+                     rf"[0-9.]+ per character \({dev['dev_tokens']:,} tokens of corpus.txt\) \|",
+                     card)
     assert not (out / "softmax.hdf5").exists()
     assert out.stat().st_mode & 0o777 == 0o755  # readable by every user of the package
     # the hardware the run recorded when it started, not the bundling machine's guess
