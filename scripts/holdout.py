@@ -11,6 +11,7 @@ the outputs are written atomically: a failed or interrupted run leaves the old o
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 from pathlib import Path
 from typing import IO
@@ -21,10 +22,25 @@ from spacy_elmo.files import atomic_write
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
 
+class _BareGzip(gzip.GzipFile):
+    """gzip with no file name or time in its header: the same lines give the same bytes,
+    so a rerun does not look like new data to `spacy project` (its deps are checksums)."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = open(path, "wb")
+        super().__init__(filename="", mode="wb", fileobj=self._raw, mtime=0)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def _create(path: Path, like: Path) -> IO[str]:
     """Write `path` as UTF-8 text, compressed as the name of `like` says."""
     if like.suffix == ".gz":
-        return gzip.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
+        return io.TextIOWrapper(_BareGzip(path), encoding="utf-8")
     if like.suffix == ".xz":
         return lzma.open(path, "wt", encoding="utf-8")  # type: ignore[return-value]
     return open(path, "w", encoding="utf-8")

@@ -278,6 +278,20 @@ def test_holdout_checks_every_before_touching_the_outputs(tmp_path, every):
     assert train.read_text() == "old train\n" and dev.read_text() == "old dev\n"
 
 
+def test_holdout_gives_the_same_gzip_bytes_on_a_rerun(tmp_path):
+    """`spacy project` compares deps by checksum: a rerun must not look like new data."""
+    source = tmp_path / "corpus.txt"
+    source.write_text("".join(f"línea {i}\n" for i in range(25)), encoding="utf-8")
+    outputs = []
+    for run in ("a", "b"):
+        train = tmp_path / run / "train.txt.gz"
+        holdout.main(source, train, tmp_path / run / "dev.txt", every=10)
+        outputs.append(train.read_bytes())
+    assert outputs[0] == outputs[1]
+    lines = gzip.decompress(outputs[0]).decode("utf-8").splitlines()
+    assert len(lines) == 23 and lines[0] == "línea 0" and "línea 9" not in lines
+
+
 def test_holdout_failure_midway_leaves_the_old_outputs(tmp_path):
     source = tmp_path / "corpus.txt"
     # beyond the first chunk a text reader decodes: lines were written before the error
