@@ -26,11 +26,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import typer
 
-from spacy_elmo.bilm import load_bilm, save_bilm
+from spacy_elmo.bilm import load_bilm
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
-from spacy_elmo.pretrain.export import export
+from spacy_elmo.pretrain.export import export_model
 from spacy_elmo.pretrain.machine import describe_device
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 from spacy_elmo.pretrain.rundir import read_metrics
@@ -68,27 +68,27 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
 
 
 def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
-               output: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """Write the biLM to `output`; return (step, tokens, elapsed) and the dev record."""
+               scratch: Path) -> Tuple[Path, Dict[str, Any], Optional[Dict[str, Any]]]:
+    """The export to bundle (the snapshot, or the run's checkpoint exported into `scratch`,
+    softmax and vocabulary included), its (step, tokens, elapsed), and a snapshot's dev
+    record (None for the checkpoint: its last dev row in metrics.jsonl)."""
     if snapshot is not None:
-        for name in ("options.json", "weights.hdf5"):
-            shutil.copyfile(snapshot / name, output / name)
         last_dev = json.loads((snapshot / "dev.json").read_text())
         trained = [r for r in rows if r.get("type") == "train" and r["step"] <= last_dev["step"]]
         last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
                 "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
-        return last, last_dev
+        return snapshot, last, last_dev
     checkpoint = load_checkpoint(run / "checkpoint.pt")
-    save_bilm(model_from_checkpoint(checkpoint).bilm, output)
-    last = {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}
-    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
-    return last, (dev[-1] if dev else {})
+    export_model(model_from_checkpoint(checkpoint), checkpoint["vocab"], scratch)
+    return scratch, {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}, None
 
 
 def extra_perplexities(lm_dir: Path, config: PretrainConfig, texts: List[str]
                        ) -> List[Tuple[str, str, Dict[str, float]]]:
     """Perplexity (per token and per character) of the language model on each NAME=TEXT,
     as (NAME, TEXT, result), on at most the run's `dev_max_tokens` tokens of each."""
+    if not texts:
+        return []
     lm, vocab = load_lm(lm_dir)
     out = []
     for spec in texts:
@@ -114,7 +114,9 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
     staging.chmod(0o755)  # mkdtemp's directory is private; the package's data is not
     try:
-        make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity)
+        with tempfile.TemporaryDirectory() as scratch:
+            make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity,
+                        Path(scratch))
         swap_in(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -144,12 +146,16 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: int) -> str:
 
 
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
-                wic: Optional[Path], perplexity: List[str]) -> None:
-    """Write the biLM and its model card (titled `name`) into `output`."""
+                wic: Optional[Path], perplexity: List[str], scratch: Path) -> None:
+    """Write the biLM and its model card (titled `name`) into `output` (`scratch`: an
+    empty directory for the checkpoint's export)."""
     about = LANGUAGES[lang]
     rows = read_metrics(run / "metrics.jsonl")
-    last, last_dev = take_model(run, snapshot, rows, output)
+    lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
+    for file_name in ("options.json", "weights.hdf5"):
+        shutil.copyfile(lm_dir / file_name, output / file_name)
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
+    last_dev = last_dev or (dev[-1] if dev else {})
     bilm = load_bilm(output)
     config = PretrainConfig.from_file(run / "config.json")
     n_params = sum(p.numel() for p in bilm.parameters())
@@ -185,18 +191,11 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
          f"{last_dev.get('dev_ppl_bwd', nan):.1f}; full softmax, other {unit} as `<UNK>`, on "
          f"{last_dev.get('dev_tokens', 0):,} {unit} of {dev_files})"),
     ]
-    if perplexity:
-        with tempfile.TemporaryDirectory() as tmp:
-            if snapshot is not None:
-                lm_dir = snapshot
-            else:
-                export(run / "checkpoint.pt", tmp)
-                lm_dir = Path(tmp)
-            for text_name, path, result in extra_perplexities(lm_dir, config, perplexity):
-                table.append((f"perplexity on {text_name}",
-                              f"{result['dev_ppl']:.1f} per token, "
-                              f"{result['ppl_per_char']:.1f} per character "
-                              f"({result['dev_tokens']:,} tokens of {Path(path).name})"))
+    for text_name, path, result in extra_perplexities(lm_dir, config, perplexity):
+        table.append((f"perplexity on {text_name}",
+                      f"{result['dev_ppl']:.1f} per token, "
+                      f"{result['ppl_per_char']:.1f} per character "
+                      f"({result['dev_tokens']:,} tokens of {Path(path).name})"))
     if wic is not None:
         sys.path.insert(0, str(ROOT / "scripts"))
         from wic_probe import chosen, probe
