@@ -68,10 +68,10 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
 
 
 def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
-               scratch: Path) -> Tuple[Path, Dict[str, Any], Optional[Dict[str, Any]]]:
+               scratch: Path) -> Tuple[Path, Dict[str, Any], Dict[str, Any]]:
     """The export to bundle (the snapshot, or the run's checkpoint exported into `scratch`,
-    softmax and vocabulary included), its (step, tokens, elapsed), and a snapshot's dev
-    record (None for the checkpoint: its last dev row in metrics.jsonl)."""
+    softmax and vocabulary included), its (step, tokens, elapsed), and its dev record (a
+    snapshot's dev.json; for the checkpoint, its last dev row in metrics.jsonl)."""
     if snapshot is not None:
         last_dev = json.loads((snapshot / "dev.json").read_text())
         trained = [r for r in rows if r.get("type") == "train" and r["step"] <= last_dev["step"]]
@@ -80,7 +80,9 @@ def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
         return snapshot, last, last_dev
     checkpoint = load_checkpoint(run / "checkpoint.pt")
     export_model(model_from_checkpoint(checkpoint), checkpoint["vocab"], scratch)
-    return scratch, {k: checkpoint[k] for k in ("step", "tokens", "elapsed")}, None
+    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= checkpoint["step"]]
+    return (scratch, {k: checkpoint[k] for k in ("step", "tokens", "elapsed")},
+            dev[-1] if dev else {})
 
 
 def extra_perplexities(lm_dir: Path, config: PretrainConfig, texts: List[str]
@@ -155,7 +157,6 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
     for file_name in ("options.json", "weights.hdf5"):
         shutil.copyfile(lm_dir / file_name, output / file_name)
     dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
-    last_dev = last_dev or (dev[-1] if dev else {})
     bilm = load_bilm(output)
     config = PretrainConfig.from_file(run / "config.json")
     n_params = sum(p.numel() for p in bilm.parameters())
