@@ -3,7 +3,7 @@
   python scripts/run_table.py en|zh [--tasks ner,wnut] [--rows cnn,elmo] [--seeds 0,1]
       [--weights W] [--news-weights W] [--jieba-weights W] [--max-steps 3000]
       [--eval-frequency 500] [--gpu-id -1] [--jobs 1] [--dry-run]
-      [--summary results/table_en.json]
+      [--summary results/table_en.json] [--archive benchmarks/results/cells]
 
 A cell is `spacy train` of the row's config on the task's corpus/<dataset>/{train,dev}.spacy
 into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
@@ -12,13 +12,16 @@ A finished cell leaves training/<run>/cell.json (its command, wall time and scor
 skips finished cells (those whose cell.json records the same command, --gpu-id aside: a cell
 of other settings, such as another biLM or budget, is trained again) and trains an
 interrupted one again from the start, so a table that takes longer than a session continues
-where it stopped; `--summary` is written once every cell is finished (the project's
-commands name it as their output), and while cells are skipped for missing inputs the
-command exits non-zero, so that `spacy project run` does not take the table as made. Every
-row of a task gets the same budget (`--max-steps`, `--eval-frequency`, the config's
-patience) and the test score of the model selected on dev is reported. `--jobs N` runs N
-cells at once, each process's thread pools (OpenMP, MKL, OpenBLAS: torch and numpy) capped
-at cores / N, its output in
+where it stopped. With `--archive DIR`, each finished cell's record and its dev and test
+metrics are also written to DIR/<run>.json, to be committed: a rerun on another machine,
+where training/ and metrics/ are gone, restores them from there and skips those cells
+(their models are not kept: `scripts/compare.py` shows no layer mix for them).
+`--summary` is written once every cell is finished (the project's commands name it as
+their output), and while cells are skipped for missing inputs the command exits non-zero,
+so that `spacy project run` does not take the table as made. Every row of a task gets the
+same budget (`--max-steps`, `--eval-frequency`, the config's patience) and the test score
+of the model selected on dev is reported. `--jobs N` runs N cells at once, each process's
+thread pools (OpenMP, MKL, OpenBLAS: torch and numpy) capped at cores / N, its output in
 training/<run>/train.log: spaCy's CPU training is mostly one thread, so on a small machine
 parallel cells use it better than one cell with every core.
 
@@ -256,10 +259,44 @@ def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int,
     return scores
 
 
+def _write_json(path: Path, data: Dict) -> None:
+    """Write JSON atomically (a stopped run leaves the old file or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def restore(archive: Path, training: Path, metrics: Path) -> List[str]:
+    """Every archived cell without a local cell.json gets one, and its metrics files, back
+    from archive/<run>.json; returns their runs. A local record is never overwritten, and
+    a restored one counts as finished only if it records the command of this run."""
+    restored = []
+    for path in sorted(archive.glob("*.json")):
+        run = path.stem
+        if (training / run / CELL_DONE).exists() or (training / run / CELL_RUNNING).exists():
+            continue
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        for split, data in entry.pop("metrics", {}).items():
+            _write_json(metrics / f"{run}.{split}.json", data)
+        _write_json(training / run / CELL_DONE, entry)
+        restored.append(run)
+    return restored
+
+
+def archive_cell(run: str, record: Dict, metrics: Path, archive: Path) -> None:
+    """Write archive/<run>.json: the cell's record and its dev and test metrics."""
+    found = {split: metrics / f"{run}.{split}.json" for split in ("dev", "test")}
+    _write_json(archive / f"{run}.json", {**record, "metrics": {
+        split: json.loads(path.read_text(encoding="utf-8"))
+        for split, path in found.items() if path.exists()}})
+
+
 def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
-             threads: Optional[int] = None) -> Dict:
-    """Train (from scratch), evaluate, and mark the cell finished. With `threads`, the
-    processes' thread pools are capped and their output goes to training/<run>/train.log."""
+             threads: Optional[int] = None, archive: Optional[Path] = None) -> Dict:
+    """Train (from scratch), evaluate, and mark the cell finished (and archive its record
+    and metrics in archive/<run>.json). With `threads`, the processes' thread pools are
+    capped and their output goes to training/<run>/train.log."""
     start = time.time()
     run_dir = training / cell.run
     # what an earlier training of this cell left (other settings) must not outlive it
@@ -283,15 +320,15 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
               **({"threads": threads} if threads is not None else {}),
               **({"bilm_chosen_by_dev": cell.chosen_by} if cell.chosen_by else {}),
               **scores}
-    tmp = run_dir / (CELL_DONE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(run_dir / CELL_DONE)
+    _write_json(run_dir / CELL_DONE, record)
     (run_dir / CELL_RUNNING).unlink()
+    if archive is not None:
+        archive_cell(cell.run, record, metrics, archive)
     return record
 
 
-def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, jobs: int
-              ) -> List[str]:
+def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, jobs: int,
+              archive: Optional[Path] = None) -> List[str]:
     """Run the cells, `jobs` at a time; returns the runs that failed (after a failure no
     new cell starts, the running ones finish)."""
     def done(cell: Cell, record: Dict) -> None:
@@ -302,7 +339,7 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
         for i, cell in enumerate(cells, 1):
             typer.echo(f"[{i}/{len(cells)}] {cell.run}", err=True)
             try:
-                done(cell, run_cell(cell, training, metrics, gpu_id))
+                done(cell, run_cell(cell, training, metrics, gpu_id, archive=archive))
             except subprocess.CalledProcessError:
                 typer.echo(f"{cell.run} failed: see its output above", err=True)
                 return [cell.run]
@@ -314,7 +351,7 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
         if stop.is_set():
             return None
         try:
-            return run_cell(cell, training, metrics, gpu_id, threads)
+            return run_cell(cell, training, metrics, gpu_id, threads, archive)
         except subprocess.CalledProcessError:
             stop.set()
             raise
@@ -392,6 +429,9 @@ def main(
     dry_run: bool = typer.Option(False, "--dry-run", help="list the cells and commands only"),
     summary: Optional[Path] = typer.Option(None, help="once every cell is finished, write "
                                                       "their records to this JSON file"),
+    archive: Optional[Path] = typer.Option(None, help="keep each finished cell's record and "
+                                                      "metrics here (to commit); restored "
+                                                      "from here on a new machine"),
 ) -> None:
     """Train and evaluate the table's missing cells."""
     if table not in TABLES:
@@ -412,8 +452,16 @@ def main(
               str(eval_frequency), "--gpu-id", str(gpu_id)]
     seed_list = [int(s) for s in seeds.split(",")]
     training, metrics = Path("training"), Path("metrics")
+    if archive is not None:  # before --dry-run's listing too: it shows what will run
+        restored = restore(archive, training, metrics)
+        if restored:
+            typer.echo(f"restored from {archive}: {len(restored)} cell record(s)", err=True)
     cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
     todo = [c for c in cells if not finished(c, training)]
+    if archive is not None and not dry_run:  # also those finished without --archive
+        for cell in cells:
+            if cell not in todo:
+                archive_cell(cell.run, _record(cell, training), metrics, archive)
     check_rivals(table, cells, row_names)
     stale = [c.run for c in todo if not c.waits and (training / c.run / CELL_DONE).exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
@@ -422,14 +470,14 @@ def main(
         typer.echo(f"trained again, their cell.json records other settings: {', '.join(stale)}",
                    err=True)
     runnable, skipped, waiting = plan(todo, dry_run)
-    failed = run_cells(runnable, training, metrics, gpu_id, jobs)
+    failed = run_cells(runnable, training, metrics, gpu_id, jobs, archive)
     if waiting and not failed and not dry_run:
         # the rivals have run: the cells that waited for them now know their biLM
         cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
         later = [c for c in cells if c.run in waiting and not finished(c, training)]
         runnable, missing, still = plan(later, dry_run)
         skipped += missing + still
-        failed = run_cells(runnable, training, metrics, gpu_id, jobs)
+        failed = run_cells(runnable, training, metrics, gpu_id, jobs, archive)
     if failed:
         typer.echo(f"failed: {', '.join(failed)}; rerun the same command to retry them", err=True)
         raise typer.Exit(1)
@@ -442,9 +490,7 @@ def main(
         raise typer.Exit(1)
     records = {c.run: _record(c, training) for c in cells}
     summary.parent.mkdir(parents=True, exist_ok=True)
-    tmp = summary.with_name(summary.name + ".tmp")
-    tmp.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(summary)
+    _write_json(summary, records)
     typer.echo(f"every cell finished: {summary}")
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 import importlib.util
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -279,7 +280,7 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
     settings = dict(tasks="trec", rows="cnn,cnnpre", seeds="0", weights="null",
                     news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
                     gpu_id=-1, jobs=1, dry_run=False,
-                    summary=tmp_path / "results" / "table.json")
+                    summary=tmp_path / "results" / "table.json", archive=None)
     with pytest.raises(typer.Exit) as stop:  # not 0: the project must not record the table
         run_table.main("en", **settings)
     assert stop.value.exit_code == 1
@@ -297,6 +298,38 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
     run_table.main("en", **{**settings, "rows": "cnn"})
     assert "1 cells, 1 finished, 0 to run" in capsys.readouterr().out
     assert srsly.read_json(settings["summary"]) == {"trec_cnn_s0": record}
+
+
+def test_table_runner_restores_archived_cells_on_a_new_machine(tmp_path, monkeypatch, capsys):
+    run_table = _run_table()
+    _tiny_trec_project(tmp_path, monkeypatch)
+    archive = tmp_path / "benchmarks" / "cells"
+    settings = dict(tasks="trec", rows="cnn", seeds="0", weights="null", news_weights="N",
+                    jieba_weights="J", max_steps=2, eval_frequency=1, gpu_id=-1, jobs=1,
+                    dry_run=False, summary=None, archive=archive)
+    run_table.main("en", **settings)
+    record = srsly.read_json(tmp_path / "training" / "trec_cnn_s0" / "cell.json")
+    metrics = {s: srsly.read_json(tmp_path / "metrics" / f"trec_cnn_s0.{s}.json")
+               for s in ("dev", "test")}
+    assert srsly.read_json(archive / "trec_cnn_s0.json") == {**record, "metrics": metrics}
+    # a new machine: nothing but the committed archive
+    shutil.rmtree(tmp_path / "training")
+    shutil.rmtree(tmp_path / "metrics")
+    capsys.readouterr()
+    run_table.main("en", **settings)
+    out = capsys.readouterr()
+    assert "1 cells, 1 finished, 0 to run" in out.out
+    assert "restored from" in out.err
+    assert srsly.read_json(tmp_path / "training" / "trec_cnn_s0" / "cell.json") == record
+    for split, data in metrics.items():
+        assert srsly.read_json(tmp_path / "metrics" / f"trec_cnn_s0.{split}.json") == data
+    assert not (tmp_path / "training" / "trec_cnn_s0" / "model-best").exists()
+    # other settings: the archived cell is trained again and its archive replaced
+    run_table.main("en", **{**settings, "max_steps": 3})
+    assert "1 cells, 0 finished, 1 to run" in capsys.readouterr().out
+    again = srsly.read_json(archive / "trec_cnn_s0.json")
+    assert "--training.max_steps 3" in again["command"]
+    assert (tmp_path / "training" / "trec_cnn_s0" / "model-best").exists()
 
 
 def test_table_runner_runs_cells_in_parallel_and_reports_a_failed_one(tmp_path, monkeypatch,

@@ -46,7 +46,7 @@ def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, mo
                                                  r"the en table"):
         run_table.main("en", tasks="sst5", rows="elmo_news", dry_run=True, summary=None,
                        seeds="0", weights="null", news_weights="N", jieba_weights="J",
-                       max_steps=2, eval_frequency=1, gpu_id=-1, jobs=1)
+                       max_steps=2, eval_frequency=1, gpu_id=-1, jobs=1, archive=None)
 
 
 def test_a_failing_cell_run_alone_is_reported_not_a_traceback(tmp_path, monkeypatch, capsys):
@@ -176,7 +176,7 @@ def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path,
     run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
                    eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
-                   summary=Path("results/t.json"))
+                   summary=Path("results/t.json"), archive=None)
     runs = [c[c.index("--output") + 1].split("/")[-1] for c in trained]
     assert runs[-2:] == ["thucnews_elmo_concat_s0", "thucnews_elmo_concat_s1"]
     for command in trained[-2:]:
@@ -189,18 +189,21 @@ def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path,
     trained.clear()
     run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
-                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None,
+                   archive=None)
     assert trained == []
     dev.update({"thucnews_elmo_s2": 82.0, "thucnews_elmo_news_s2": 82.5})
     run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1,2", weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
-                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None,
+                   archive=None)
     assert [c[c.index("--output") + 1].split("/")[-1] for c in trained] == [
         "thucnews_elmo_s2", "thucnews_elmo_news_s2", "thucnews_elmo_concat_s2"]
     trained.clear()
     run_table.main("zh", tasks="thucnews", rows=rows, seeds="0,1", weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
-                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None)
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=None,
+                   archive=None)
     assert trained == []
 
 
@@ -217,7 +220,8 @@ def _thucnews_inputs(tmp_path, weights=("bilm/zh_wiki", "bilm/zh_news")):
 def _zh_table(run_table, rows, summary=None, seeds="0"):
     run_table.main("zh", tasks="thucnews", rows=rows, seeds=seeds, weights="bilm/zh_wiki",
                    news_weights="bilm/zh_news", jieba_weights="x", max_steps=10,
-                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=summary)
+                   eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False, summary=summary,
+                   archive=None)
 
 
 def test_rows_waiting_for_rivals_that_cannot_run_are_listed_not_run(tmp_path, monkeypatch,
