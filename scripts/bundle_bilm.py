@@ -67,6 +67,11 @@ LANGUAGES: Dict[str, Dict[str, str]] = {
 }
 
 
+def rows_upto(rows: List[Dict[str, Any]], kind: str, step: int) -> List[Dict[str, Any]]:
+    """The metrics.jsonl rows of this type (train, dev) logged at or before `step`."""
+    return [r for r in rows if r.get("type") == kind and r["step"] <= step]
+
+
 def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
                scratch: Path) -> Tuple[Path, Dict[str, Any], Dict[str, Any]]:
     """The export to bundle (the snapshot, or the run's checkpoint exported into `scratch`,
@@ -74,13 +79,13 @@ def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
     snapshot's dev.json; for the checkpoint, its last dev row in metrics.jsonl)."""
     if snapshot is not None:
         last_dev = json.loads((snapshot / "dev.json").read_text())
-        trained = [r for r in rows if r.get("type") == "train" and r["step"] <= last_dev["step"]]
+        trained = rows_upto(rows, "train", last_dev["step"])
         last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
                 "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
         return snapshot, last, last_dev
     checkpoint = load_checkpoint(run / "checkpoint.pt")
     export_model(model_from_checkpoint(checkpoint), checkpoint["vocab"], scratch)
-    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= checkpoint["step"]]
+    dev = rows_upto(rows, "dev", checkpoint["step"])
     return (scratch, {k: checkpoint[k] for k in ("step", "tokens", "elapsed")},
             dev[-1] if dev else {})
 
@@ -156,7 +161,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
     lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
     for file_name in ("options.json", "weights.hdf5"):
         shutil.copyfile(lm_dir / file_name, output / file_name)
-    dev = [r for r in rows if r.get("type") == "dev" and r["step"] <= last["step"]]
+    dev = rows_upto(rows, "dev", last["step"])
     bilm = load_bilm(output)
     config = PretrainConfig.from_file(run / "config.json")
     n_params = sum(p.numel() for p in bilm.parameters())

@@ -59,6 +59,8 @@ from typing import IO, Dict, List, Optional, Tuple
 import typer
 from compare import CELL_DONE, CELL_RUNNING, score  # scripts/compare.py
 
+from spacy_elmo.files import write_json
+
 
 @dataclass(frozen=True)
 class Task:
@@ -259,14 +261,6 @@ def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int,
     return scores
 
 
-def _write_json(path: Path, data: Dict) -> None:
-    """Write JSON atomically (a stopped run leaves the old file or the new one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def restore(archive: Path, training: Path, metrics: Path) -> List[str]:
     """Every archived cell without a local cell.json gets one, and its metrics files, back
     from archive/<run>.json; returns their runs. A local record is never overwritten, and
@@ -278,8 +272,8 @@ def restore(archive: Path, training: Path, metrics: Path) -> List[str]:
             continue
         entry = json.loads(path.read_text(encoding="utf-8"))
         for split, data in entry.pop("metrics", {}).items():
-            _write_json(metrics / f"{run}.{split}.json", data)
-        _write_json(training / run / CELL_DONE, entry)
+            write_json(metrics / f"{run}.{split}.json", data)
+        write_json(training / run / CELL_DONE, entry)
         restored.append(run)
     return restored
 
@@ -287,7 +281,7 @@ def restore(archive: Path, training: Path, metrics: Path) -> List[str]:
 def archive_cell(run: str, record: Dict, metrics: Path, archive: Path) -> None:
     """Write archive/<run>.json: the cell's record and its dev and test metrics."""
     found = {split: metrics / f"{run}.{split}.json" for split in ("dev", "test")}
-    _write_json(archive / f"{run}.json", {**record, "metrics": {
+    write_json(archive / f"{run}.json", {**record, "metrics": {
         split: json.loads(path.read_text(encoding="utf-8"))
         for split, path in found.items() if path.exists()}})
 
@@ -320,7 +314,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
               **({"threads": threads} if threads is not None else {}),
               **({"bilm_chosen_by_dev": cell.chosen_by} if cell.chosen_by else {}),
               **scores}
-    _write_json(run_dir / CELL_DONE, record)
+    write_json(run_dir / CELL_DONE, record)
     (run_dir / CELL_RUNNING).unlink()
     if archive is not None:
         archive_cell(cell.run, record, metrics, archive)
@@ -489,8 +483,7 @@ def main(
                    f"run the same command again", err=True)
         raise typer.Exit(1)
     records = {c.run: _record(c, training) for c in cells}
-    summary.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(summary, records)
+    write_json(summary, records)
     typer.echo(f"every cell finished: {summary}")
 
 if __name__ == "__main__":
