@@ -1,0 +1,70 @@
+"""scripts/bundled_history.py: the bundled biLMs of the git history as curve snapshots."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import typer
+
+from .test_project import ROOT, _load_convert
+
+history = _load_convert("bundled_history")
+MODEL = "pkg/data/model"
+OLD_CARD = ("| training | 3461 steps of 64 rows x 20 tokens, 4.4M tokens; adagrad |\n"
+            "| dev perplexity | 298.0 (mean of forward 298.7 and backward 297.2) |\n")
+NEW_CARD = ("| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens (a snapshot) |\n"
+            "| time and hardware | 2.62 h |\n"
+            "| dev perplexity | 136.6 at step 12500 (mean of forward 137.6 and backward |\n")
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def commit(repo, card, weights, message):
+    model = repo / MODEL
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "README.md").write_text(card, encoding="utf-8")
+    (model / "options.json").write_text(json.dumps({"n": len(weights)}))
+    (model / "weights.hdf5").write_bytes(weights)
+    env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", *env, "commit", "-q", "-m", message], cwd=repo, check=True)
+
+
+def test_card_figures_read_both_card_formats():
+    assert history.card_figures(OLD_CARD) == {"step": 3461, "tokens_millions": 4.4,
+                                              "dev_ppl": 298.0}
+    assert history.card_figures(NEW_CARD) == {"step": 12500, "tokens_millions": 16.0,
+                                              "dev_ppl": 136.6}
+    with pytest.raises(ValueError, match="dev perplexity"):
+        history.card_figures("| training | 10 steps, 0.1M tokens |\n")
+
+
+@needs_git
+def test_each_bundled_version_becomes_a_snapshot(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    commit(repo, OLD_CARD, b"first", "first biLM")
+    commit(repo, "no figures here\n", b"second", "a card without figures")
+    (repo / "other.txt").write_text("unrelated")
+    commit(repo, NEW_CARD, b"third", "third biLM")
+    out = tmp_path / "history"
+    history.main(out, model=MODEL, repo=repo)
+    assert sorted(p.name for p in out.iterdir()) == ["step_12500", "step_3461"]
+    assert (out / "step_3461" / "weights.hdf5").read_bytes() == b"first"
+    assert (out / "step_12500" / "weights.hdf5").read_bytes() == b"third"
+    assert (out / "step_12500" / "README.md").read_text() == NEW_CARD
+    dev = json.loads((out / "step_12500" / "dev.json").read_text())
+    assert dev["step"] == 12500 and dev["dev_ppl"] == 136.6 and len(dev["commit"]) == 40
+    # the layout checkpoint_curve.py reads: a directory of step_*/dev.json snapshots
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # it imports scripts/compare.py
+    curve = _load_convert("checkpoint_curve")
+    assert sorted(curve._expand([str(out)])) == [str(out / "step_12500"),
+                                                 str(out / "step_3461")]
+
+
+@needs_git
+def test_outside_a_git_checkout_is_a_clear_error(tmp_path):
+    with pytest.raises(typer.BadParameter, match="git clone"):
+        history.main(tmp_path / "out", model=MODEL, repo=tmp_path)
