@@ -76,7 +76,8 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
     if baseline is not None and not baseline.exists():
         raise typer.BadParameter(f"--baseline {baseline} does not exist (it is the CNN row's "
                                  "metrics/<run>.test.json: run the table's cnn cell first)")
-    specs = [_bilm(spec) for spec in _expand(bilms, every)]
+    # worst biLM first: the table reads as the curve does, as pretraining goes on
+    specs = sorted((_bilm(spec) for spec in _expand(bilms, every)), key=lambda s: -s[1])
     if not specs:
         raise typer.BadParameter(f"no biLM to train: {bilms} hold no snapshot whose step is a "
                                  f"multiple of --every {every}")
