@@ -14,7 +14,6 @@ an installed package). A snapshot already extracted from the same commit is kept
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -23,9 +22,10 @@ from typing import Dict, List, Union
 import typer
 from wasabi import msg
 
-from spacy_elmo.files import write_json
+from spacy_elmo.files import atomic_write, read_json_object, write_json
 
-FILES = ("options.json", "weights.hdf5", "README.md")
+# besides the model card, README.md
+FILES = ("options.json", "weights.hdf5")
 # the model card's rows, as scripts/bundle_bilm.py writes them (with or without thousands
 # separators): "| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens; ..." and
 # "| dev perplexity | 136.6 at step 12500 (mean of ..." or "| dev perplexity | 298.0 (mean ..."
@@ -70,22 +70,21 @@ def main(output: Path, model: str = typer.Option(
         raise typer.BadParameter(f"no commit in {repo} changed {model}/weights.hdf5: is "
                                  "--model a bundled model's directory?")
     for commit in found:
-        card = git("show", f"{commit}:{model}/README.md", cwd=repo).decode()
+        card = git("show", f"{commit}:{model}/README.md", cwd=repo)
         try:
-            info = card_figures(card)
+            info = card_figures(card.decode())
         except ValueError as err:
             msg.warn(f"{commit[:7]}: skipped, {err}")
             continue
         target = output / f"step_{info['step']}"
         dev = target / "dev.json"
-        if dev.exists() and json.loads(dev.read_text()).get("commit") == commit:
+        if dev.exists() and read_json_object(dev, "a snapshot's dev.json").get("commit") == commit:
             msg.info(f"{target}: kept (commit {commit[:7]})")
             continue
-        target.mkdir(parents=True, exist_ok=True)
-        for name in FILES:
-            tmp = target / f".{name}.tmp"
-            tmp.write_bytes(git("show", f"{commit}:{model}/{name}", cwd=repo))
-            tmp.replace(target / name)
+        files = {name: git("show", f"{commit}:{model}/{name}", cwd=repo) for name in FILES}
+        for name, data in {**files, "README.md": card}.items():
+            with atomic_write(target / name) as tmp:
+                tmp.write_bytes(data)
         write_json(dev, {**info, "commit": commit})  # last: marks the snapshot complete
         msg.good(f"{target}: commit {commit[:7]}, step {info['step']}, "
                  f"{info['tokens_millions']}M tokens, dev perplexity {info['dev_ppl']}")
