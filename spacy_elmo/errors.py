@@ -81,8 +81,8 @@ class Errors(metaclass=Catalogue):
     E024 = ("Cannot write '{path}': the disk is full ({err}; {free} free in '{directory}'). "
             "Nothing was replaced and the partial file was removed. Free some space there, "
             "or write elsewhere, and run again.")
-    E025 = ("OUTPUT '{output}' is the INPUT file: writing it would destroy the text. Choose "
-            "another OUTPUT.")
+    E025 = ("'{output}' is one of this command's inputs ('{input}'): writing it would destroy "
+            "it. Choose another output path.")
     E026 = ("OUTPUT '{output}' already exists. Pass --overwrite to replace it, or choose "
             "another OUTPUT.")
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."
@@ -187,6 +187,8 @@ class Errors(metaclass=Catalogue):
     E066 = ("No options for the weights '{weights}': '{url}' beside it could not be fetched "
             "({err}). Pass the options.json that came with the weights (`options` in the "
             "component config, --options on the command line).")
+    # Outputs and run locks (E070-E079)
+    E070 = ("'-' (standard output) is not supported for {what}: give a file name.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")

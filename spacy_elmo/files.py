@@ -20,11 +20,12 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 import h5py
 
@@ -130,6 +131,48 @@ def check_writable_path(path: Path, what: str) -> None:
                 raise ElmoError(Errors.E009.format(path=path,
                                                    err=f"'{parent}' is a file, not a directory"))
             return
+
+
+STDOUT = "-"
+
+
+def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite: bool = False,
+                 what: str = "OUTPUT", stdout_ok: bool = False) -> Optional[Path]:
+    """The one check before a command writes a file. Returns the path to write, or None for
+    standard output ('-', where `stdout_ok`; else E070). Refuses, before any work: an output
+    that is one of `inputs` by any name (same device and inode: hard and symbolic links) or
+    lies inside an input directory (a model or run), even with `overwrite` (E025); a
+    directory, or a path whose parent is a file (E009); an existing file unless `overwrite`
+    (E026)."""
+    if str(output) == STDOUT:
+        if stdout_ok:
+            return None
+        raise ElmoError(Errors.E070.format(what=what))
+    path = Path(output)
+    target = _stat_or_none(path)
+    resolved = path.resolve()
+    for source in inputs:
+        source_path = Path(source)
+        source_stat = _stat_or_none(source_path)
+        if source_stat is None:
+            continue
+        if target is not None and (target.st_dev, target.st_ino) == (source_stat.st_dev,
+                                                                     source_stat.st_ino):
+            raise ElmoError(Errors.E025.format(output=output, input=source))
+        if str(source) != STDOUT and source_path.is_dir() and resolved.is_relative_to(source_path.resolve()):
+            raise ElmoError(Errors.E025.format(output=output, input=source))
+    check_writable_path(path, f"a file name for {what}")
+    if target is not None and not overwrite:
+        raise ElmoError(Errors.E026.format(output=output))
+    return path
+
+
+def _stat_or_none(path: Path) -> Optional[os.stat_result]:
+    """The file's status ('-' is standard input), or None where there is none."""
+    try:
+        return os.fstat(sys.stdin.fileno()) if str(path) == STDOUT else path.stat()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
 
 
 def is_temporary(name: str) -> bool:

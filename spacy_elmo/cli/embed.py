@@ -17,10 +17,10 @@ from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
-from ..files import PathLike, Terminated
+from ..files import PathLike, Terminated, guard_output
 from ..validation import check_all, integer
 from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
-from .embed_files import check_output, count_lines, read_lines, write_embeddings
+from .embed_files import count_lines, read_lines, write_embeddings
 
 EMBED_HELP = (
     "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
@@ -87,7 +87,7 @@ def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
               {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0)},
               Errors.E020)
     lines = read_lines(input_path)  # checks the file before the model is loaded
-    check_output(input_path, output_path, overwrite=overwrite)
+    guard_output(output_path, inputs=[input_path], overwrite=overwrite)
     device = select_device(gpu_id)
     bilm = load_bilm(weights, options, format=weights_format).to(device)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,

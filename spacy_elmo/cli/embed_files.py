@@ -78,21 +78,6 @@ def check_readable(path: Path) -> None:
         raise ElmoError(Errors.E022.format(path=path))
 
 
-def check_output(input_path: PathLike, output_path: PathLike, *, overwrite: bool) -> None:
-    """Refuse to write OUTPUT over INPUT (the same file by any name), and an existing
-    OUTPUT unless `overwrite`."""
-    output = _stat(output_path)
-    if output is None:
-        return
-    if stat.S_ISDIR(output.st_mode):
-        raise ElmoError(Errors.E009.format(path=output_path, err="it is a directory"))
-    source = _stat(input_path)
-    if source is not None and (source.st_dev, source.st_ino) == (output.st_dev, output.st_ino):
-        raise ElmoError(Errors.E025.format(output=output_path))
-    if not overwrite:
-        raise ElmoError(Errors.E026.format(output=output_path))
-
-
 def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) -> int:
     """Write one dataset per (sentence, array) item, named "0", "1", ..., and
     `sentence_to_index` (JSON: sentence text -> dataset name, the last one for repeats).
