@@ -159,7 +159,8 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
         if target is not None and (target.st_dev, target.st_ino) == (source_stat.st_dev,
                                                                      source_stat.st_ino):
             raise ElmoError(Errors.E025.format(output=output, input=source))
-        if str(source) != STDOUT and source_path.is_dir() and resolved.is_relative_to(source_path.resolve()):
+        inside = source_path.is_dir() and resolved.is_relative_to(source_path.resolve())
+        if str(source) != STDOUT and inside:
             raise ElmoError(Errors.E025.format(output=output, input=source))
     check_writable_path(path, f"a file name for {what}")
     if target is not None and not overwrite:
