@@ -250,6 +250,13 @@ class Errors(metaclass=Catalogue):
     E126 = ("The pretraining device {device!r} needs CUDA device {index}, but torch sees "
             "{count} CUDA device(s). Use --device cpu (or auto: a GPU when there is one), or "
             "a cuda:N that exists.")
+    # Inference precision (E150-E159)
+    E150 = "Unknown precision '{precision}'; choose one of: {known}."
+    E151 = ("precision 'int8' runs on the CPU only, but the biLM is on {device}. Use fp32 on a "
+            "GPU (or run on the CPU).")
+    E152 = ("precision 'int8' needs torch's quantized CPU kernels (fbgemm, x86 or oneDNN), which "
+            "this torch {version} does not have. Use precision 'fp32', or a torch build with "
+            "them (the standard CPU and CUDA wheels have them).")
 
 
 class Warnings(metaclass=Catalogue):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Tuple, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .int8 import Int8Matmul, stamp
 from .options import BiLMOptions
+
+Product = Callable[[torch.Tensor], torch.Tensor]
 
 
 class CharCNNEncoder(nn.Module):
@@ -50,7 +53,25 @@ class CharCNNEncoder(nn.Module):
                                       for _ in range(o.n_highway))
         self.projection = nn.Linear(o.word_dim + o.n_filters, o.projection_dim)
         self.activation = torch.relu if o.activation == "relu" else torch.tanh
+        # "int8": inference (no gradients) through int8 copies of the highway and
+        # projection matrices (the char CNN stays fp32)
+        self.precision = "fp32"
+        self._int8: Optional[Tuple[Any, List[Product]]] = None
         self.reset_parameters()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return dict(self.__dict__, _int8=None)  # int8 copies are remade where they're used
+
+    def _linears(self) -> List[Product]:
+        """The highway layers' products, then the projection's: int8 copies when the
+        precision says so and no gradient is wanted, else the layers themselves."""
+        layers = [*cast(Iterable[nn.Linear], self.highways), self.projection]
+        if self.precision != "int8" or torch.is_grad_enabled():
+            return list(layers)
+        now = stamp([p for layer in layers for p in (layer.weight, layer.bias)])
+        if self._int8 is None or self._int8[0] != now:
+            self._int8 = (now, [Int8Matmul(layer.weight.t(), layer.bias) for layer in layers])
+        return self._int8[1]
 
     def reset_parameters(self) -> None:
         for embedding in (self.char_embedding, self.word_embedding):
@@ -75,14 +96,15 @@ class CharCNNEncoder(nn.Module):
         n = self.options.n_filters
         chars = char_ids[:, : self.options.max_characters_per_token]
         h = self.activation(self.max_pool_conv(chars) + torch.cat(list(self.conv_biases)))
-        for hw in self.highways:
+        *highways, projection = self._linears()
+        for hw in highways:
             both = hw(h)
             # carry * relu(transform) + (1 - carry) * h, in fewer passes
             h = torch.addcmul(h, torch.sigmoid(both[:, n:]), torch.relu(both[:, :n]) - h)
         if self.word_embedding is not None:
             words = self.word_embedding(char_ids[:, self.options.max_characters_per_token])
             h = torch.cat([words, h], dim=-1)
-        return self.projection(h)
+        return projection(h)
 
     def max_pool_conv(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(N, chars) ids -> (N, n_filters): each filter's max over positions, no bias."""

@@ -11,13 +11,16 @@ options: 0.0 for models that store the whole bias, as ELMoForManyLangs does).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Tuple, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, cast
 
 import torch
 from torch import nn
 
+from .int8 import DirectionPair, stamp
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
+
+Product = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -59,6 +62,9 @@ class ProjectedLSTMLayer(nn.Module):
         # (same forward, bitwise); under autocast (bf16) or with False, autograd through
         # `_step`, the reference
         self.fused_backward = True
+        # "int8": inference (no gradients) through int8 copies of the three matrices
+        self.precision = "fp32"
+        self._int8: Optional[Tuple[Any, Tuple[Product, Product, Product]]] = None
         forget = torch.zeros(4 * H)
         forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
@@ -71,6 +77,22 @@ class ProjectedLSTMLayer(nn.Module):
         nn.init.uniform_(self.w_hidden, -bound, bound)
         nn.init.zeros_(self.bias)
         nn.init.uniform_(self.w_proj, -(3.0 / H) ** 0.5, (3.0 / H) ** 0.5)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return dict(self.__dict__, _int8=None)  # int8 copies are remade where they're used
+
+    def _products(self) -> Tuple[Product, Product, Product]:
+        """The input, recurrent and projection products: int8 when the precision says so
+        and no gradient is wanted, else the fp32 batched matmuls."""
+        if self.precision == "int8" and not torch.is_grad_enabled():
+            weights = (self.w_input, self.w_hidden, self.w_proj)
+            now = stamp(weights)
+            if self._int8 is None or self._int8[0] != now:
+                pairs = tuple(DirectionPair(w) for w in weights)
+                self._int8 = (now, cast(Tuple[Product, Product, Product], pairs))
+            return self._int8[1]
+        return (lambda x: torch.bmm(x, self.w_input), lambda h: torch.bmm(h, self.w_hidden),
+                lambda m: torch.bmm(m, self.w_proj))
 
     def run_packed(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
                    c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -87,6 +109,8 @@ class ProjectedLSTMLayer(nn.Module):
                                     self.bias + self.forget_bias, self.w_proj, h0, c0, sizes,
                                     self.cell_clip, self.proj_clip, self.projection_rows)
         bias = (self.bias + self.forget_bias)[:, None, :]
+        int8 = self.precision == "int8" and not torch.is_grad_enabled()
+        project_input, recur, project = self._products()
         h, c = h0, c0
         outputs: List[torch.Tensor] = []
         done_h: List[torch.Tensor] = []  # final states of rows that ended, last rows first
@@ -94,14 +118,17 @@ class ProjectedLSTMLayer(nn.Module):
         for group, group_sizes in _step_groups(x, sizes, self.projection_rows):
             # the input projections of many steps at once (bmm + add_ beats baddbmm's
             # broadcast copy); groups bound the memory of long or wide batches
-            gates_x = torch.bmm(group, self.w_input).add_(bias)
+            gates_x = project_input(group).add_(bias)
             for gates_t in gates_x.split(group_sizes, dim=1):
                 n = gates_t.shape[1]
                 if n < h.shape[1]:
                     done_h.append(h[:, n:])
                     done_c.append(c[:, n:])
                     h, c = h[:, :n], c[:, :n]
-                h, c = self._step(gates_t, h, c)
+                if int8:
+                    h, c = self._step_with(gates_t + recur(h), c, project)
+                else:
+                    h, c = self._step(gates_t, h, c)
                 outputs.append(h)
         final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
         final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
@@ -114,14 +141,19 @@ class ProjectedLSTMLayer(nn.Module):
 
         One sigmoid over all four gate blocks (the candidate's is unused): fewer, larger
         elementwise ops, which matters when each op has to wake the thread pool."""
-        gates = torch.baddbmm(gates_x, h, self.w_hidden)
+        return self._step_with(torch.baddbmm(gates_x, h, self.w_hidden), c,
+                               lambda m: torch.bmm(m, self.w_proj))
+
+    def _step_with(self, gates: torch.Tensor, c: torch.Tensor, project: Product
+                   ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The rest of a timestep from all gates' pre-activations."""
         H = c.shape[-1]
         sig = torch.sigmoid(gates)
         c = torch.addcmul(sig[..., 2 * H : 3 * H] * c, sig[..., :H],
                           torch.tanh(gates[..., H : 2 * H]))
         if self.cell_clip is not None:
             c = c.clamp(-self.cell_clip, self.cell_clip)
-        h = torch.bmm(torch.tanh(c) * sig[..., 3 * H :], self.w_proj)
+        h = project(torch.tanh(c) * sig[..., 3 * H :])
         if self.proj_clip is not None:
             h = h.clamp(-self.proj_clip, self.proj_clip)
         return h, c
@@ -164,6 +196,11 @@ class BiLSTMStack(nn.Module):
         (bf16 training) autograd's runs either way."""
         for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
             layer.fused_backward = fused
+
+    def set_precision(self, precision: str) -> None:
+        """Inference precision of every layer ("fp32" or "int8")."""
+        for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
+            layer.precision = precision
 
     def forward(self, x_fwd: torch.Tensor, x_bwd: torch.Tensor, lengths: torch.Tensor,
                 state: Optional[LSTMState] = None) -> Tuple[List[torch.Tensor], LSTMState]:

@@ -14,6 +14,7 @@ from ..errors import ElmoError, Errors
 from .chars import CharIds
 from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
+from .int8 import check_precision
 from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
 
@@ -128,6 +129,20 @@ class BiLM(nn.Module):
 
     def set_dropout(self, rate: float) -> None:
         self.lstm.dropout.p = rate
+
+    @property
+    def precision(self) -> str:
+        """"fp32", or "int8": inference through int8 copies of the matrices (see int8.py)."""
+        return self.encoder.precision
+
+    def set_precision(self, precision: str) -> None:
+        """Run inference in `precision` from now on (training always runs fp32). E150-E152
+        where this machine can't."""
+        check_precision(precision, self.device)
+        if precision != self.precision and self.word_cache is not None:
+            self.word_cache.clear()  # its vectors came from the other precision
+        self.encoder.precision = precision
+        self.lstm.set_precision(precision)
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Context-independent vectors of (n, max_chars) ids -> (n, proj).

@@ -1,0 +1,85 @@
+"""int8 inference on CPU: the biLM's matrix products with int8 weights.
+
+Each weight matrix of the token encoder's highway and projection layers and of every LSTM
+(input, recurrent and projection matrices, both directions) gets an int8 copy, quantized
+symmetrically per output column; activations are quantized per call (dynamic quantization),
+products accumulate in int32 and come back in fp32, through torch's `quantized::linear_dynamic`
+kernels (fbgemm or oneDNN). The character CNN, the gates, clipping, residuals and the cell
+state stay fp32, and so do the model's parameters: the int8 copies sit beside them, are not
+saved, and are made again when the parameters change (fine-tuning), so a pipeline saved with
+`precision = "int8"` holds the fp32 weights and quantizes them when it loads.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from ..errors import ElmoError, Errors
+
+PRECISIONS = ("fp32", "int8")
+
+
+def int8_engine() -> Optional[str]:
+    """The quantized engine torch runs int8 products with here, or None without one."""
+    engines = torch.backends.quantized.supported_engines
+    for engine in ("x86", "fbgemm", "onednn", "qnnpack"):
+        if engine in engines:
+            return engine
+    return None
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse a precision this machine can't run: an unknown name (E150), int8 off the CPU
+    (E151), a torch without quantized kernels (E152)."""
+    if precision not in PRECISIONS:
+        raise ElmoError(Errors.E150.format(precision=precision, known=", ".join(PRECISIONS)))
+    if precision != "int8":
+        return
+    if device.type != "cpu":
+        raise ElmoError(Errors.E151.format(device=device))
+    if int8_engine() is None or not hasattr(torch.ops.quantized, "linear_dynamic"):
+        raise ElmoError(Errors.E152.format(version=torch.__version__))
+
+
+class Int8Matmul:
+    """x (..., in) @ W (in, out) [+ b], with W held as int8 per output column."""
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> None:
+        w = weight.detach().to(torch.float32).t().contiguous()  # (out, in), as kernels want
+        scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).to(torch.float64)
+        zeros = torch.zeros(w.shape[0], dtype=torch.long)
+        b = None if bias is None else bias.detach().to(torch.float32).contiguous()
+        with warnings.catch_warnings():
+            # torch 2.13 marks quantized tensor creation as deprecated; the kernels it
+            # feeds are what runs int8 on CPU today (check_precision says when they're gone)
+            warnings.simplefilter("ignore")
+            quantized = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(quantized, b)
+        self.n_out = w.shape[0]
+        # fbgemm's AVX2 path adds pairs of u8 x s8 products in int16: 7-bit activations
+        # keep those sums from saturating (as torch's own dynamic quantization does)
+        self.reduce_range = int8_engine() in ("x86", "fbgemm")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.float32).contiguous()
+        out = torch.ops.quantized.linear_dynamic(flat, self.packed, self.reduce_range)
+        return out.view(*x.shape[:-1], self.n_out)
+
+
+class DirectionPair:
+    """Stacked (2, in, out) weights of both directions as two int8 products:
+    x (2, rows, in) -> (2, rows, out)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.directions = [Int8Matmul(weight[0]), Int8Matmul(weight[1])]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([mm(x[d]) for d, mm in enumerate(self.directions)])
+
+
+def stamp(parameters: Sequence[torch.Tensor]) -> List[Tuple[int, Optional[int]]]:
+    """Changes when any of the parameters is modified in place or replaced."""
+    return [(p.data_ptr(), None if p.is_inference() else p._version) for p in parameters]

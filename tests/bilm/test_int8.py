@@ -1,0 +1,110 @@
+"""int8 inference: close to fp32, fp32 again on demand, training untouched, copies remade
+when weights change, picklable, and clear errors where int8 can't run."""
+
+import copy
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spacy_elmo.bilm import BiLM, WordCache, batch_to_ids, int8, load_bilm, preset
+from spacy_elmo.bilm.int8 import check_precision
+from spacy_elmo.errors import ElmoError
+
+from ..conftest import make_random_bilm
+
+SENTENCES = [["The", "bank", "raised", "its", "rates", "."],
+             ["We", "sat", "on", "the", "river", "bank", "and", "watched", "boats", "."],
+             ["Deep", "contextualized", "word", "representations"]]
+# documented tolerance: mean cosine to fp32 per layer, on real sentences
+MIN_COSINE = 0.99
+
+
+def layers(bilm: BiLM, ids: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return bilm(ids).layers
+
+
+def cosines(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor):
+    return [F.cosine_similarity(a[k][mask], b[k][mask], dim=-1).mean().item()
+            for k in range(a.shape[0])]
+
+
+@pytest.mark.parametrize("source", ["tiny", "small", "fixture"])
+def test_int8_is_close_to_fp32_and_fp32_comes_back_exactly(source, fixture_dir):
+    if source == "tiny":
+        bilm = make_random_bilm()
+    elif source == "small":
+        torch.manual_seed(0)
+        bilm = BiLM(preset("small")).eval()
+    else:
+        bilm = load_bilm(fixture_dir / "lm_weights.hdf5", fixture_dir / "options.json")
+    ids = batch_to_ids(SENTENCES)
+    mask = (ids > 0).any(-1)
+    fp32 = layers(bilm, ids)
+    bilm.set_precision("int8")
+    assert bilm.precision == "int8"
+    int8 = layers(bilm, ids)
+    assert not torch.equal(int8, fp32)  # the int8 path really ran
+    assert min(cosines(fp32, int8, mask)) >= MIN_COSINE
+    bilm.set_precision("fp32")
+    assert torch.equal(layers(bilm, ids), fp32)
+
+
+def test_training_runs_fp32_under_an_int8_setting():
+    bilm = make_random_bilm()
+    ids = batch_to_ids(SENTENCES)
+    fp32 = bilm(ids).layers.detach()  # with gradients, as training runs
+    bilm.set_precision("int8")
+    out = bilm(ids).layers  # gradients on: the fp32 path
+    assert torch.equal(out.detach(), fp32)
+    out.sum().backward()
+    assert bilm.lstm.layers[0].w_hidden.grad is not None
+
+
+def test_int8_copies_follow_changed_weights():
+    bilm = make_random_bilm()
+    ids = batch_to_ids(SENTENCES)
+    bilm.set_precision("int8")
+    before = layers(bilm, ids)
+    with torch.no_grad():
+        bilm.lstm.layers[1].w_proj.mul_(0.5)
+        bilm.encoder.projection.weight.mul_(2.0)
+    after = layers(bilm, ids)
+    fresh = copy.deepcopy(bilm)  # int8 copies dropped, made anew from the new weights
+    assert not torch.equal(after, before)
+    assert torch.equal(after, layers(fresh, ids))
+
+
+def test_an_int8_biLM_pickles_and_keeps_its_precision():
+    bilm = make_random_bilm()
+    bilm.set_precision("int8")
+    ids = batch_to_ids(SENTENCES)
+    expected = layers(bilm, ids)
+    again = pickle.loads(pickle.dumps(bilm))
+    assert again.precision == "int8"
+    assert torch.equal(layers(again, ids), expected)
+
+
+def test_the_word_cache_does_not_mix_precisions():
+    bilm = make_random_bilm()
+    bilm.word_cache = WordCache(100)
+    ids = batch_to_ids(SENTENCES)
+    fp32 = layers(bilm, ids)
+    bilm.set_precision("int8")
+    int8 = layers(bilm, ids)
+    assert not torch.equal(int8[0], fp32[0])  # token layer re-encoded in int8
+    bilm.set_precision("fp32")
+    assert torch.equal(layers(bilm, ids), fp32)
+
+
+def test_precisions_this_machine_cannot_run_are_refused(monkeypatch):
+    with pytest.raises(ElmoError, match=r"\[E150\] Unknown precision 'int4'"):
+        check_precision("int4", torch.device("cpu"))
+    with pytest.raises(ElmoError, match=r"\[E151\] .*CPU only"):
+        check_precision("int8", torch.device("cuda", 0))
+    check_precision("fp32", torch.device("cuda", 0))
+    monkeypatch.setattr(int8, "int8_engine", lambda: None)  # a torch built without them
+    with pytest.raises(ElmoError, match=r"\[E152\] .*quantized CPU kernels"):
+        make_random_bilm().set_precision("int8")
