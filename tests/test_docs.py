@@ -293,6 +293,7 @@ def check_command(tokens: List[str], ctx: Context) -> Iterator[str]:
     args = tokens[i:]
     allowed = options_of(group)
     config = next((ctx.root / a for a in args if re.search(r"\.(cfg|json)$", a)), None)
+    unnamed = config is None and any(is_placeholder(a) for a in args)  # `... CONFIG --x.y`
     if path == ["spacy", "project", "run"]:
         yield from check_project_run(args, ctx)
     for arg in args:
@@ -301,7 +302,7 @@ def check_command(tokens: List[str], ctx: Context) -> Iterator[str]:
         flag = arg.split("=")[0]
         command = " ".join(path)
         if "." in flag and flag.startswith("--"):
-            if path == ["spacy", "project", "run"]:
+            if path == ["spacy", "project", "run"] or unnamed:
                 continue
             problem = check_override(flag, config, ctx)
             if problem:
@@ -385,9 +386,13 @@ def check_ini(code: Code) -> Iterator[str]:
             sections[current][key] = value.split("#")[0].strip().strip('"')
     for name, keys in sections.items():
         function = keys.get("@architectures") or keys.get("@layers")
-        if not function or not function.startswith("spacy-elmo.") or registered(function) is None:
+        if keys.get("factory") == "elmo":
+            function = "the elmo factory"
+            allowed = set(elmo_factory_config()) | {"factory"}
+        elif function and function.startswith("spacy-elmo.") and registered(function):
+            allowed = parameters(function)
+        else:
             continue
-        allowed = parameters(function)
         for key in keys:
             if not key.startswith("@") and key not in allowed:
                 yield f"[{name}] {key}: not a setting of {function}"
@@ -396,12 +401,17 @@ def check_ini(code: Code) -> Iterator[str]:
                 yield f"[{other}]: not a setting of {function}"
 
 
+@cache
+def elmo_factory_config() -> Dict[str, Any]:
+    import spacy
+
+    return dict(spacy.blank("en").get_factory_meta("elmo").default_config)
+
+
 def check_settings_table(page: Page) -> Iterator[str]:
     """The component's settings table names only settings of the `elmo` factory and of its
     model block (`model.*`)."""
-    import spacy
-
-    factory = spacy.blank("en").get_factory_meta("elmo").default_config
+    factory = elmo_factory_config()
     model = parameters(factory["model"]["@architectures"])
     lines = page.prose.split("\n")
     for number, line in enumerate(lines):
@@ -500,6 +510,11 @@ GOOD = [
     "`configs/{a,a}.cfg`, `configs/*.cfg` and `configs/<name>.cfg`.\n",
     "```ini\n[x]\n@architectures = \"spacy-elmo.ElmoListener.v1\"\ngrad_factor = 0.0  # c\n"
     "\n[x.encode]\nwidth = 3\n```\n",
+    "```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layers = true\n```\n",
+    "`spacy-elmo pretrain CONFIG --training.max_steps 5`: a placeholder config is not read.\n",
+    "<!-- WEASEL: AUTO-GENERATED DOCS START (do not remove) -->\n"
+    "[config](configs/a.cfg) is relative to the project directory in spaCy's part\n"
+    "<!-- WEASEL: AUTO-GENERATED DOCS END (do not remove) -->\n",
 ]
 
 BAD = [
@@ -526,6 +541,10 @@ BAD = [
     ("```ini\n[x]\n@architectures = \"spacy-elmo.ElmoListener.v1\"\n\n[x.encoder]\nw = 1\n```",
      "[x.encoder]"),
     ("```python\nx = \"spacy-elmo.ElmoListener.v9\"\n```", "not a registered name"),
+    ("```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layer = true\n```", "store_layer"),
+    ("`spacy-elmo pretrain t.txt --training.max_steps 5`", "without a config file"),
+    ("`spacy-elmo pretrain configs/a.cfg --training.max_stepz 5`", "no setting training.max_stepz"),
+    ("[config](configs/a.cfg) outside spaCy's part is relative to docs/", "missing file"),
 ]
 
 
