@@ -405,7 +405,7 @@ def check_ini(code: Code) -> Iterator[str]:
 def elmo_factory_config() -> Dict[str, Any]:
     import spacy
 
-    return dict(spacy.blank("en").get_factory_meta("elmo").default_config)
+    return dict(spacy.blank("en").get_factory_meta("elmo").default_config or {})
 
 
 def check_settings_table(page: Page) -> Iterator[str]:
