@@ -460,6 +460,14 @@ def test_the_docs_link_and_name_only_what_exists() -> None:
     assert problems(ROOT, doc_files(ROOT)) == []
 
 
+def test_the_study_records_link_only_what_exists() -> None:
+    """benchmarks/results/*.md are records of past runs: their commands stay as they were
+    run, but their links must resolve."""
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.md"))
+    pages = {f.resolve(): parse(f) for f in files}
+    assert [p for page in pages.values() for p in check_links(ROOT, page, pages)] == []
+
+
 def test_the_readme_is_short_and_gives_the_ci_test_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf8")
     assert len(readme.split("\n")) <= README_MAX_LINES
