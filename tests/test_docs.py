@@ -12,7 +12,7 @@ import re
 import shlex
 import unicodedata
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote
@@ -247,7 +247,7 @@ def find_program(tokens: Sequence[str]) -> Optional[Tuple[str, int]]:
 class Context:
     root: Path
 
-    @property
+    @cached_property
     def project(self) -> Dict[str, Any]:
         path = self.root / "project.yml"
         return srsly.read_yaml(path) if path.exists() else {}
@@ -319,12 +319,6 @@ def check_project_run(args: List[str], ctx: Context) -> Iterator[str]:
     positional = [a for a in args if not is_flag(a)]
     if positional and not is_placeholder(positional[0]) and positional[0] not in names:
         yield f"`spacy project run {positional[0]}`: no such command or workflow in project.yml"
-    variables = project.get("vars", {})
-    for arg in args:
-        if arg.startswith("--vars."):
-            key = arg[len("--vars."):].split("=")[0]
-            if key not in variables:
-                yield f"`spacy project run`: no variable {key} in project.yml"
 
 
 # --- paths, registered names, settings ----------------------------------------------------
@@ -349,6 +343,17 @@ def check_paths(code: Code, ctx: Context) -> Iterator[str]:
                     yield f"no file matches {raw}"
             elif not (ctx.root / pattern).exists():
                 yield f"no such file: {pattern}"
+
+
+VARS = re.compile(r"--vars\.(\w+)")
+
+
+def check_vars(code: Code, ctx: Context) -> Iterator[str]:
+    """`--vars.KEY` (with or without its command) names a variable of project.yml."""
+    variables = ctx.project.get("vars", {})
+    for key in VARS.findall(code.text):
+        if key not in variables:
+            yield f"no variable {key} in project.yml"
 
 
 REGISTERED = re.compile(r"spacy-elmo\.\w+\.v\d+")
@@ -450,6 +455,7 @@ def problems(root: Path, files: Sequence[Path], settings_pages: Sequence[str] = 
                 for tokens in commands(line):
                     found.extend(f"{where}: {p}" for p in check_command(tokens, ctx))
             found.extend(f"{where}: {p}" for p in check_paths(code, ctx))
+            found.extend(f"{where}: {p}" for p in check_vars(code, ctx))
             for name in REGISTERED.findall(code.text):
                 if registered(name) is None:
                     found.append(f"{where}: {name} is not a registered name")
@@ -545,6 +551,7 @@ BAD = [
     ("`spacy train configs/a.cfg --outptu x`", "no option --outptu"),
     ("`spacy project run nothing . --vars.data_dir D`", "no such command or workflow"),
     ("`spacy project run all . --vars.date_dir D`", "no variable date_dir"),
+    ("Raise it with `--vars.max_stepz 5000`.", "no variable max_stepz"),
     ("`configs/{a,c}.cfg`", "configs/c.cfg"),
     ("`configs/z*.cfg`", "no file matches"),
     ("`scripts/nothing.py`", "no such file"),
