@@ -168,13 +168,12 @@ def export_cli(
                                    help="Replace a model already in OUTPUT"),
 ) -> None:
     """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
-    vocab.txt, and the softmax in softmax.hdf5."""
-    from ..pretrain.export import EXPORT_FILES, export
+    vocab.txt, and the softmax in softmax.hdf5. OUTPUT is written whole: a model there is
+    kept until the new one is complete; other files in OUTPUT are refused."""
+    from ..pretrain.export import export
 
     try:
-        if not overwrite and any((output / name).exists() for name in EXPORT_FILES):
-            raise ElmoError(Errors.E026.format(output=output))
-        paths = export(checkpoint, output)
+        paths = export(checkpoint, output, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
     msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))
