@@ -264,7 +264,7 @@ class Errors(metaclass=Catalogue):
             "the learning rate (--lr) or use warmup (warmup_steps), check --init-weights, "
             "then continue with --resume (a lower --lr is allowed) or start again.")
     E141 = ("Refusing to write {what}: the weights hold {n} non-finite value(s) (NaN or "
-            "inf), e.g. in '{name}'{step}. Nothing was written. Lower the learning rate "
+            "inf), e.g. in '{name}'. Nothing was written. Lower the learning rate "
             "(--lr), check --init-weights, or use an earlier checkpoint or snapshot.")
     E142 = ("Cannot resume: the run in '{path}' was trained on other files: {diff}. Give "
             "the run's training files (moved or renamed directories are fine, as long as the "

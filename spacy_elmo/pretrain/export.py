@@ -97,16 +97,14 @@ def export_model(model: BiLanguageModel, vocab: List[str], directory: PathLike, 
             "vocab": directory / VOCAB_NAME, "softmax": directory / SOFTMAX_NAME}
 
 
-def check_finite(model: torch.nn.Module, what: str, step: Optional[int] = None) -> None:
-    """Raise E141 when a parameter of `model` holds NaN or inf."""
+def check_finite(model: torch.nn.Module, what: str) -> None:
+    """Raise E141 when a parameter of `model` holds NaN or inf (`what`: what would have
+    been written)."""
     with torch.no_grad():
         for name, param in model.named_parameters():
-            bad = int((~torch.isfinite(param)).sum())
-            if bad:
+            if not bool(torch.isfinite(param).all()):
                 total = sum(int((~torch.isfinite(p)).sum()) for p in model.parameters())
-                where = "" if step is None else f", at step {step}"
-                raise ElmoError(Errors.E141.format(what=what, n=total, name=name,
-                                                   step=where))
+                raise ElmoError(Errors.E141.format(what=what, n=total, name=name))
 
 
 class Softmax(NamedTuple):
