@@ -177,18 +177,26 @@ def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path,
 
 
 def files_differ(recorded: List[List[Any]], files: Sequence[Path]) -> str:
-    """How the corpus `files` differs from a checkpoint's [name, size] records."""
+    """How the corpus `files` differs from a checkpoint's [name, size] records, naming the
+    files of the corpus by their paths."""
     now = [(f.name, f.stat().st_size) for f in files]
     before = [(str(name), int(size)) for name, size in recorded]
-    missing = Counter(before) - Counter(now)
+    missing = list((Counter(before) - Counter(now)).elements())
     extra = list((Counter(now) - Counter(before)).elements())
     parts = []
+    for name, size in list(missing):
+        path = next((f for f, key in zip(files, now, strict=True)
+                     if key in extra and key[0] == name), None)
+        if path is not None:  # the same name, another size: other text
+            parts.append(f"'{path}' has {path.stat().st_size:,} bytes, the run read "
+                         f"{size:,} under that name")
+            missing.remove((name, size))
+            extra.remove((path.name, path.stat().st_size))
     if missing:
         parts.append("the checkpoint records " + ", ".join(
-            f"{name} ({size:,} bytes)" for name, size in missing.elements())
-            + ", which this corpus lacks")
+            f"{name} ({size:,} bytes)" for name, size in missing) + ", which this corpus lacks")
     if extra:
-        paths = [str(f) for f in files if (f.name, f.stat().st_size) in extra]
+        paths = [str(f) for f, key in zip(files, now, strict=True) if key in extra]
         parts.append("this corpus has " + ", ".join(paths) + ", which the run did not read")
     if not parts:
         parts.append("the same files in another order (the run read "
