@@ -241,16 +241,18 @@ def perplexity_cli(
         found = run_settings(run)
         reading: Dict[str, Any] = {k: found[k] for k in ("split_sentences",
                                                          "max_sentence_tokens") if k in found}
+        same_lang = lang is None or lang == found.get("lang")  # the run's segmenter fits
         settings = TextSettings(
             lang=lang or found.get("lang", "whitespace"),
-            segmenter=segmenter if segmenter is not None else found.get("segmenter"),
+            segmenter=segmenter if segmenter is not None or not same_lang
+            else found.get("segmenter"),
             skip_pattern=skip_pattern if skip_pattern is not None else found.get("skip_pattern"),
             **reading)
         rows = rows or found.get("batch_size", 64)
         window = window or found.get("window", 20)
         if run is not None:
-            msg.info(f"Settings of the run {run} were not given: rows {rows}, window "
-                     f"{window}, lang {settings.lang}")
+            msg.info(f"Settings not given are those of the run '{run}': rows {rows}, "
+                     f"window {window}, lang {settings.lang}")
         if threads:
             torch.set_num_threads(threads)
         lm, vocab = load_lm(model)

@@ -6,6 +6,7 @@ written."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -38,13 +39,10 @@ def export(checkpoint: PathLike, directory: PathLike, *, overwrite: bool = False
     source = checkpoint_path(checkpoint)
     directory = Path(directory)
     check_export_target(directory, source, overwrite=overwrite)
-    data = load_checkpoint(source)
-    model = model_from_checkpoint(data)
     run = owning_run(directory)
-    if run is None:
-        return export_model(model, data["vocab"], directory)
-    with DirectoryLock(run):
-        return export_model(model, data["vocab"], directory)
+    with DirectoryLock(run) if run is not None else nullcontext():
+        data = load_checkpoint(source)
+        return export_model(model_from_checkpoint(data), data["vocab"], directory)
 
 
 def check_export_target(directory: Path, checkpoint: Path, *, overwrite: bool) -> None:
