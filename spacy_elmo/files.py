@@ -449,7 +449,8 @@ class DirectoryLock:
     however the holder ends, also on SIGKILL or a crash: the record it then leaves behind
     marks the lock as stale, and the next holder takes it over with a warning (W017).
     The file itself stays (empty when released): removing it would let two processes lock
-    two different files. Not the only writer's guard on systems without flock (Windows)."""
+    two different files. Where there is no flock (Windows, a file system without locks),
+    there is no lock."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -474,6 +475,8 @@ class DirectoryLock:
         except OSError as err:
             holder = _describe_holder(_read_record(fd))
             os.close(fd)
+            if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                return  # a file system without locks: no lock
             if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
             raise ElmoError(Errors.E071.format(path=self.directory, holder=holder,

@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings
-from ..files import Terminated, guard_output, write_json
+from ..files import Terminated, check_writable_path, guard_output, write_json
 from ..validation import check_all, integer, regex
 from . import app, fail, warn
 
@@ -223,13 +223,16 @@ def perplexity_cli(
     )
 
     try:
-        check_all({"--rows": rows, "--window": window, "--max-tokens": max_tokens,
-                   "--threads": threads},
-                  {"--rows": integer(1, optional=True), "--window": integer(1, optional=True),
-                   "--max-tokens": integer(1, optional=True),
+        sizes = {"--rows": rows, "--window": window}  # None: the run's, or the default
+        check_all({k: v for k, v in sizes.items() if v is not None},
+                  {"--rows": integer(1), "--window": integer(1)}, Errors.E020)
+        check_all({"--max-tokens": max_tokens, "--threads": threads},
+                  {"--max-tokens": integer(1, optional=True),
                    "--threads": integer(1, optional=True)}, Errors.E020)
         check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
                   Errors.E020)
+        if output is not None:  # a path that can never be written: before anything else
+            check_writable_path(output, "a file name for --output")
         given = Path(model)
         model = model_of_run(model)
         files = resolve_files(text)
