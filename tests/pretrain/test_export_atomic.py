@@ -106,3 +106,14 @@ def test_export_refuses_a_directory_of_other_files(run, tmp_path):
     empty.mkdir()
     assert runner.invoke(app, ["export", str(run), str(empty)]).exit_code == 0
     assert (empty / "weights.hdf5").exists()
+
+
+def test_export_into_the_run_s_model_takes_and_frees_the_run_s_lock(run):
+    """An export into RUN/model writes into the run: it holds the run's lock meanwhile
+    (test_lock: refused while `pretrain` runs there), and frees it after."""
+    result = runner.invoke(app, ["export", str(run), str(run / "model"), "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert (run / ".lock").read_text() == ""
+    assert sorted(p.name for p in (run / "model").iterdir()) == [
+        "options.json", "softmax.hdf5", "vocab.txt", "weights.hdf5"]
+    assert temps(run) == []
