@@ -189,6 +189,13 @@ class Errors(metaclass=Catalogue):
             "component config, --options on the command line).")
     # Outputs and run locks (E070-E079)
     E070 = ("'-' (standard output) is not supported for {what}: give a file name.")
+    E071 = ("'{path}' is in use by another writer ({holder}), which holds its lock "
+            "'{lock}': two writers would mix their files. Wait until it ends (or stop it), "
+            "or choose another directory. Reading it (info, perplexity, export into another "
+            "directory) works meanwhile.")
+    E072 = ("'{path}' holds files that are not a model export's ({names}); an export "
+            "replaces the whole directory. Choose a new or empty directory, or move them "
+            "out first.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -259,6 +266,21 @@ class Errors(metaclass=Catalogue):
             "them (the standard CPU and CUDA wheels have them).")
 
 
+    E140 = ("Training stopped at step {step}: the loss is {loss}, not a finite number; the "
+            "weights may be too. {kept} Nothing with non-finite weights was written. Lower "
+            "the learning rate (--lr) or use warmup (warmup_steps), check --init-weights, "
+            "then continue with --resume (a lower --lr is allowed) or start again.")
+    E141 = ("Refusing to write {what}: the weights hold {n} non-finite value(s) (NaN or "
+            "inf), e.g. in '{name}'. Nothing was written. Lower the learning rate "
+            "(--lr), check --init-weights, or use an earlier checkpoint or snapshot.")
+    E142 = ("Cannot resume: the run in '{path}' was trained on other files: {diff}. Give "
+            "the run's training files (moved or renamed directories are fine, as long as the "
+            "files' names and sizes match), or start a new output directory.")
+    E143 = ("'{path}' is a pretraining run without an export (model/): it has not finished. "
+            "Export its checkpoint first (spacy-elmo export {path} OUT) or give one of its "
+            "snapshots (snapshots/step_N).")
+
+
 class Warnings(metaclass=Catalogue):
     # Reading models and text (W001-W009)
     W001 = ("Options say n_characters=261 (the bilm-tf training layout). Loaded as 262 "
@@ -296,3 +318,7 @@ class Warnings(metaclass=Catalogue):
     W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
             "missing from it until writing works again; training goes on, and checkpoints "
             "report their own write errors.")
+    W017 = ("The lock '{lock}' was left by {holder}, which ended without releasing it "
+            "(killed, or the machine went down): taking it over.")
+    W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "
+            "(vocab.txt, snapshots, the export) are not read as training or dev text.")

@@ -6,11 +6,16 @@ renamed over it when complete, removed on every other path: an exception, Ctrl-C
 SIGHUP (turned into `Terminated` while the write runs, when no handler of the program's own
 is installed), and a full disk (reported as such). A process killed with SIGKILL cannot clean
 up: its temporary files carry the host and process id, and the next write into the same
-directory removes those whose process is gone.
+directory removes those whose process is gone. `atomic_directory` does the same for a
+directory of files (an export, a snapshot).
+
+`DirectoryLock` keeps a second writer out of a directory (a pretraining run): an OS lock on
+its `.lock` file, which the OS frees however the holder ends.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import io
@@ -23,13 +28,15 @@ import socket
 import sys
 import tempfile
 import threading
+import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 import h5py
 
-from .errors import ElmoError, Errors
+from .errors import ElmoError, Errors, Warnings
 
 PathLike = Union[str, "os.PathLike[str]"]
 TMP_PREFIX = ".tmp-"
@@ -84,6 +91,90 @@ def atomic_write(path: Path, suffix: str = "") -> Iterator[Path]:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def atomic_directory(path: Path) -> Iterator[Path]:
+    """Yield a new, empty temporary directory beside `path`; when the block succeeds it
+    takes the place of `path`. A directory already there is replaced as a whole, and kept
+    until the new one is complete (on Linux the two are exchanged in one step; elsewhere
+    the old one is renamed aside for a moment). In any case no temporary directory is left
+    after; a full disk raises `DiskFull`, as `atomic_write` does."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale(path.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
+                                    dir=path.parent))
+    except OSError as err:
+        full = _disk_full(err, path)
+        if full is None:
+            raise
+        raise full from err
+    try:
+        with _signals_raise():
+            yield tmp
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private
+            _fsync(tmp)  # its entries are on disk before the name points at it
+            _replace_directory(tmp, path)
+    except (OSError, RuntimeError) as err:
+        full = _disk_full(err, path)
+        if full is None:
+            raise
+        raise full from err
+    finally:
+        if tmp.is_symlink():  # what an exchange with a link to a directory leaves
+            tmp.unlink()
+        elif os.path.lexists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _replace_directory(new: Path, path: Path) -> None:
+    """Put the directory `new` at `path`; an old directory there ends up at `new` (removed
+    by the caller) or, where names cannot be exchanged, is removed here."""
+    if not os.path.lexists(path) or _is_empty_dir(path):
+        os.rename(new, path)  # replaces an empty directory, too
+        return
+    if not path.is_dir():
+        raise ElmoError(Errors.E028.format(path=path, what="it is replaced by a directory"))
+    if _exchange(new, path):
+        return
+    aside = path.with_name(f"{path.name}.old-{os.getpid()}")  # not swept: never lost
+    os.rename(path, aside)
+    os.rename(new, path)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    try:
+        return path.is_dir() and not path.is_symlink() and not any(os.scandir(path))
+    except OSError:
+        return False
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    done = renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
+                     _RENAME_EXCHANGE)
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def _fsync(path: Path) -> None:
@@ -346,3 +437,89 @@ class HDF5Writer:
             self._raw.close()
         if exc[0] is None:
             self.check()
+
+
+LOCK_NAME = ".lock"
+
+
+class DirectoryLock:
+    """An exclusive OS lock (flock) on `<directory>/.lock`, held from `acquire` to
+    `release` (a `with` block): a second process that asks for it is refused (E071, naming
+    the holder's process id and host, which the file records). The OS frees the lock
+    however the holder ends, also on SIGKILL or a crash: the record it then leaves behind
+    marks the lock as stale, and the next holder takes it over with a warning (W017).
+    The file itself stays (empty when released): removing it would let two processes lock
+    two different files. Where there is no flock (Windows, a file system without locks),
+    there is no lock."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / LOCK_NAME
+        self._fd: Optional[int] = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (a no-op when held): E071 when another process holds it."""
+        if self._fd is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): no lock
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            holder = _describe_holder(_read_record(fd))
+            os.close(fd)
+            if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                return  # a file system without locks: no lock
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise ElmoError(Errors.E071.format(path=self.directory, holder=holder,
+                                               lock=self.path)) from None
+        stale = _read_record(fd)
+        if stale:
+            warnings.warn(Warnings.W017.format(lock=self.path, holder=_describe_holder(stale)),
+                          stacklevel=2)
+        record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                             "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (record + "\n").encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Free the lock (a no-op when not held); the record is cleared first."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # frees the flock
+
+    def __enter__(self) -> DirectoryLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _read_record(fd: int) -> Dict[str, Any]:
+    """The holder's record in a lock file ({} when empty or unreadable)."""
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _describe_holder(record: Dict[str, Any]) -> str:
+    if not record:
+        return "a process that has not recorded itself yet"
+    return (f"process {record.get('pid', '?')} on host {record.get('host', '?')}, "
+            f"since {record.get('since', '?')}")

@@ -2,18 +2,31 @@
 signals, SIGKILL, a full disk), and a full disk reported as such."""
 
 import errno
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from spacy_elmo.files import DiskFull, HDF5Writer, Terminated, atomic_write, sweep_stale
+from spacy_elmo import files as files_module
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.files import (
+    LOCK_NAME,
+    DirectoryLock,
+    DiskFull,
+    HDF5Writer,
+    Terminated,
+    atomic_directory,
+    atomic_write,
+    sweep_stale,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -191,3 +204,64 @@ def test_signal_handlers_are_restored_and_a_programs_own_kept(tmp_path):
             tmp.write_text("x")
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_atomic_directory_replaces_a_directory_whole_or_not_at_all(tmp_path, monkeypatch,
+                                                                    exchange):
+    """Exports and snapshots renamed temporary files themselves (issue 28 item 6)."""
+    if not exchange:  # systems without renameat2: the old one is renamed aside a moment
+        monkeypatch.setattr(files_module, "_exchange", lambda first, second: False)
+    target = tmp_path / "model"
+    with atomic_directory(target) as tmp:
+        (tmp / "a.txt").write_text("one")
+        (tmp / "b.txt").write_text("one")
+        assert not target.exists()
+    assert sorted(p.name for p in target.iterdir()) == ["a.txt", "b.txt"]
+    with pytest.raises(KeyError):
+        with atomic_directory(target) as tmp:
+            (tmp / "a.txt").write_text("two")
+            raise KeyError("boom")
+    assert (target / "a.txt").read_text() == "one" and temps(tmp_path) == []
+    with atomic_directory(target) as tmp:
+        (tmp / "a.txt").write_text("three")
+        assert (target / "b.txt").exists()  # the old one stays until the new is complete
+    assert sorted(p.name for p in target.iterdir()) == ["a.txt"]
+    assert (target / "a.txt").read_text() == "three"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    mode = target.stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o777 & ~umask
+
+
+def test_atomic_directory_sweeps_the_directory_of_a_killed_writer(tmp_path):
+    proc = python(f"""
+        import os, signal
+        from pathlib import Path
+        from spacy_elmo.files import atomic_directory
+        with atomic_directory(Path({str(tmp_path / "model")!r})) as tmp:
+            (tmp / "weights.hdf5").write_bytes(b"x" * 100)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+    assert len(temps(tmp_path)) == 1
+    with atomic_directory(tmp_path / "model") as tmp:
+        (tmp / "weights.hdf5").write_bytes(b"y")
+    assert temps(tmp_path) == [] and (tmp_path / "model" / "weights.hdf5").read_bytes() == b"y"
+
+
+def test_a_directory_lock_has_one_holder_at_a_time(tmp_path):
+    with DirectoryLock(tmp_path) as lock:
+        assert lock.held
+        record = json.loads((tmp_path / LOCK_NAME).read_text())
+        assert record["pid"] == os.getpid()
+        with pytest.raises(ElmoError, match=rf"\[E071\] '{tmp_path}' is in use by another "
+                                            rf"writer \(process {os.getpid()} on host "):
+            DirectoryLock(tmp_path).acquire()
+        lock.acquire()  # held already: nothing happens
+    assert (tmp_path / LOCK_NAME).read_text() == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # free again, and not stale: no W017
+        with DirectoryLock(tmp_path):
+            pass

@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings
-from ..files import Terminated, check_writable_path, write_json
+from ..files import Terminated, check_writable_path, guard_output, write_json
 from ..validation import check_all, integer, regex
 from . import app, fail, warn
 
@@ -168,13 +168,12 @@ def export_cli(
                                    help="Replace a model already in OUTPUT"),
 ) -> None:
     """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
-    vocab.txt, and the softmax in softmax.hdf5."""
-    from ..pretrain.export import EXPORT_FILES, export
+    vocab.txt, and the softmax in softmax.hdf5. OUTPUT is written whole: a model there is
+    kept until the new one is complete; other files in OUTPUT are refused."""
+    from ..pretrain.export import export
 
     try:
-        if not overwrite and any((output / name).exists() for name in EXPORT_FILES):
-            raise ElmoError(Errors.E026.format(output=output))
-        paths = export(checkpoint, output)
+        paths = export(checkpoint, output, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
     msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))
@@ -182,57 +181,99 @@ def export_cli(
 
 @app.command("perplexity")
 def perplexity_cli(
-    model: str = typer.Argument(..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt"),
+    model: str = typer.Argument(
+        ..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt, or a finished "
+                  "pretraining run (its model/)"),
     text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
-    lang: str = typer.Option("whitespace", "--lang",
-                             help="spaCy language for tokenization, as in pretraining"),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="spaCy language for tokenization (default: the run's, else "
+                             "whitespace)"),
     segmenter: Optional[str] = typer.Option(
-        None, "--segmenter", help="Chinese word segmentation, as in pretraining"),
-    skip_pattern: Optional[str] = typer.Option(None, "--skip-pattern",
-                                               help="Skip lines matching this regex"),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens",
-                                             help="Stop after this many tokens"),
-    rows: int = typer.Option(64, "--rows", help="Parallel streams (pretraining's batch size)"),
-    window: int = typer.Option(20, "--window", help="Tokens per window"),
+        None, "--segmenter", help="Chinese word segmentation (default: the run's)"),
+    skip_pattern: Optional[str] = typer.Option(
+        None, "--skip-pattern", help="Skip lines matching this regex (default: the run's)"),
+    max_tokens: Optional[int] = typer.Option(
+        None, "--max-tokens",
+        help="Read exactly this many tokens of the text (the last sentence cut there)"),
+    rows: Optional[int] = typer.Option(
+        None, "--rows",
+        help="Parallel streams (default: the run's batch size, as its dev evaluation; 64 "
+             "for a model that is not in a run directory)"),
+    window: Optional[int] = typer.Option(
+        None, "--window", help="Tokens per window (default: the run's, else 20)"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
     output: Optional[Path] = typer.Option(None, "--output",
                                           help="Also write the figures to this JSON file"),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Replace the --output file if it exists"),
 ) -> None:
     """Full-softmax perplexity of an exported biLM language model on text: how well a biLM
-    fits your domain, before and after domain adaptation."""
+    fits your domain, before and after domain adaptation. For a model in a pretraining run
+    (RUN, RUN/model, RUN/snapshots/step_N) the settings not given are the run's, so that
+    the run's dev text gives the figure in its metrics.jsonl."""
     import torch
 
     from ..pretrain.corpus import TextSettings, resolve_files
-    from ..pretrain.perplexity import load_lm, text_perplexity
+    from ..pretrain.perplexity import (
+        load_lm,
+        model_of_run,
+        run_of,
+        run_settings,
+        text_perplexity,
+    )
 
     try:
-        check_all({"--rows": rows, "--window": window, "--max-tokens": max_tokens,
-                   "--threads": threads},
-                  {"--rows": integer(1), "--window": integer(1),
-                   "--max-tokens": integer(1, optional=True),
+        sizes = {"--rows": rows, "--window": window}  # None: the run's, or the default
+        check_all({k: v for k, v in sizes.items() if v is not None},
+                  {"--rows": integer(1), "--window": integer(1)}, Errors.E020)
+        check_all({"--max-tokens": max_tokens, "--threads": threads},
+                  {"--max-tokens": integer(1, optional=True),
                    "--threads": integer(1, optional=True)}, Errors.E020)
         check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
                   Errors.E020)
+        if output is not None:  # a path that can never be written: before anything else
+            check_writable_path(output, "a file name for --output")
+        given = Path(model)
+        model = model_of_run(model)
+        files = resolve_files(text)
         if output is not None:
-            check_writable_path(output, "a file name for the JSON")
+            source = Path(model)
+            guard_output(output, inputs=[given, source if source.is_dir() else source.parent,
+                                         *files], overwrite=overwrite, what="--output")
+        run = run_of(model)
+        found = run_settings(run)
+        reading: Dict[str, Any] = {k: found[k] for k in ("split_sentences",
+                                                         "max_sentence_tokens") if k in found}
+        same_lang = lang is None or lang == found.get("lang")  # the run's segmenter fits
+        settings = TextSettings(
+            lang=lang or found.get("lang", "whitespace"),
+            segmenter=segmenter if segmenter is not None or not same_lang
+            else found.get("segmenter"),
+            skip_pattern=skip_pattern if skip_pattern is not None else found.get("skip_pattern"),
+            **reading)
+        rows = rows or found.get("batch_size", 64)
+        window = window or found.get("window", 20)
+        if run is not None:
+            msg.info(f"Settings not given are those of the run '{run}': rows {rows}, "
+                     f"window {window}, lang {settings.lang}")
         if threads:
             torch.set_num_threads(threads)
         lm, vocab = load_lm(model)
-        result = text_perplexity(lm, vocab, resolve_files(text),
-                                 TextSettings(lang=lang, segmenter=segmenter,
-                                              skip_pattern=skip_pattern),
-                                 rows=rows, window=window, max_tokens=max_tokens)
+        result = text_perplexity(lm, vocab, files, settings, rows=rows, window=window,
+                                 max_tokens=max_tokens)
     except ElmoError as err:
         fail(str(err))
     msg.table({"forward": f"{result['dev_ppl_fwd']:.2f}",
                "backward": f"{result['dev_ppl_bwd']:.2f}",
                "mean": f"{result['dev_ppl']:.2f}",
                "mean per character": f"{result['ppl_per_char']:.2f}",
-               "tokens": result["dev_tokens"]},
+               "tokens": result["tokens"],
+               "predicted (tokens + sentence ends)": result["dev_tokens"]},
               title=f"Perplexity of {model}")
     if output is not None:
         try:
-            write_json(output, {"model": model, "text": text, **result})
+            write_json(output, {"model": model, "text": text, "rows": rows, "window": window,
+                                "lang": settings.lang, **result})
         except ElmoError as err:
             fail(str(err))
         except OSError as err:

@@ -43,23 +43,43 @@ class TextSettings:
     skip_pattern: Optional[str] = None
 
 
-def resolve_files(patterns: Sequence[str]) -> List[Path]:
-    """Every file named by the patterns (files, globs, directories), in a stable order."""
+def resolve_files(patterns: Sequence[str], *, exclude: Optional[Path] = None) -> List[Path]:
+    """Every file named by the patterns (files, globs, directories), in a stable order.
+    Directories and globs never give a file inside `exclude` (a run's own directory);
+    a file named as such is kept (the run directory's checks refuse it)."""
     files: List[Path] = []
+    skip = None if exclude is None else Path(exclude).resolve()
     for pattern in patterns:
         path = Path(pattern)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file()
                            and not p.name.startswith(".") and p.name.endswith(TEXT_SUFFIXES))
+            if skip is not None and skip.is_relative_to(path.resolve()):
+                found = [p for p in found if not p.resolve().is_relative_to(skip)]
         elif path.is_file():
             found = [path]
         else:
             found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True)
-                           if Path(p).is_file())
+                           if Path(p).is_file()
+                           and (skip is None or not Path(p).resolve().is_relative_to(skip)))
         if not found:
             raise ElmoError(Errors.E100.format(pattern=str(pattern), cwd=Path.cwd()))
         files.extend(found)
     return files
+
+
+def pattern_holding(patterns: Sequence[str], directory: Path) -> Optional[str]:
+    """The first pattern whose files may lie in `directory` (a directory pattern above it,
+    or a glob whose fixed leading part is above it), or None."""
+    target = Path(directory).resolve()
+    for pattern in patterns:
+        parts = Path(pattern).parts
+        fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+        if fixed < len(parts) or Path(pattern).is_dir():
+            root = Path(*parts[:fixed]) if fixed else Path(".")
+            if target.is_relative_to(root.resolve()):
+                return pattern
+    return None
 
 
 def open_binary(path: Path) -> IO[bytes]:

@@ -1,25 +1,27 @@
 """A trained biLM language model as files: the published layout (options.json +
 weights.hdf5) with the vocabulary and the softmax beside it; snapshots of a run; reading
-that softmax back."""
+that softmax back. An export directory is written whole (`files.atomic_directory`): a
+failure leaves the previous one as it was, and weights that are not finite are never
+written."""
 
 from __future__ import annotations
 
-import os
-import shutil
+import math
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
 import h5py
 import numpy as np
-import srsly
+import torch
 
 from ..bilm.lm import BiLanguageModel
 from ..bilm.options import OPTIONS_NAME
 from ..bilm.sources import WEIGHTS_NAME
 from ..bilm.weights import save_bilm, write_hdf5
 from ..errors import ElmoError, Errors
-from ..files import PathLike
-from .checkpoint import load_checkpoint, model_from_checkpoint
+from ..files import LOCK_NAME, DirectoryLock, PathLike, atomic_directory, is_temporary, write_json
+from .checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint, model_from_checkpoint
 from .vocab import VOCAB_NAME, Vocab
 
 SOFTMAX_NAME = "softmax.hdf5"
@@ -29,26 +31,81 @@ SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_INFO = "dev.json"
 
 
-def export(checkpoint: PathLike, directory: PathLike) -> Dict[str, Path]:
-    """options.json + weights.hdf5 (published layout), vocab.txt and softmax.hdf5."""
-    data = load_checkpoint(checkpoint)
-    return export_model(model_from_checkpoint(data), data["vocab"], directory)
-
-
-def export_model(model: BiLanguageModel, vocab: List[str],
-                 directory: PathLike) -> Dict[str, Path]:
-    """Write a BiLanguageModel in the export layout (see `export`)."""
+def export(checkpoint: PathLike, directory: PathLike, *, overwrite: bool = False
+           ) -> Dict[str, Path]:
+    """options.json + weights.hdf5 (published layout), vocab.txt and softmax.hdf5 of a
+    run's checkpoint, in `directory` (see `check_export_target`). When the directory lies
+    in a pretraining run (e.g. RUN/model), the run's lock is held while writing, so that
+    a running `pretrain` there refuses it (E071)."""
+    source = checkpoint_path(checkpoint)
     directory = Path(directory)
-    options_path, weights_path = save_bilm(model.bilm, directory)
-    vocab_path = directory / VOCAB_NAME
-    Vocab(vocab).to_file(vocab_path)
-    softmax_path = directory / SOFTMAX_NAME
-    write_hdf5(softmax_path, {
-        "softmax/W": model.softmax.weight.detach().cpu().numpy(),
-        "softmax/b": model.softmax.bias.detach().cpu().numpy(),
-    })
-    return {"options": options_path, "weights": weights_path, "vocab": vocab_path,
-            "softmax": softmax_path}
+    check_export_target(directory, source, overwrite=overwrite)
+    run = owning_run(directory)
+    with DirectoryLock(run) if run is not None else nullcontext():
+        data = load_checkpoint(source)
+        return export_model(model_from_checkpoint(data), data["vocab"], directory)
+
+
+def check_export_target(directory: Path, checkpoint: Path, *, overwrite: bool) -> None:
+    """Refuse, before any work, an export directory that is (or holds) the checkpoint
+    (E025), is a file (E028), holds an export without `overwrite` (E026), or holds other
+    files, which replacing the directory would delete (E072)."""
+    if directory.exists() and not directory.is_dir():
+        raise ElmoError(Errors.E028.format(path=directory, what="the export's files go in it"))
+    if checkpoint.exists() and checkpoint.resolve().is_relative_to(directory.resolve()):
+        raise ElmoError(Errors.E025.format(output=directory, input=checkpoint))
+    if not directory.is_dir():
+        return
+    entries = sorted(entry.name for entry in directory.iterdir())
+    if not overwrite and any(name in EXPORT_FILES for name in entries):
+        raise ElmoError(Errors.E026.format(output=directory))
+    foreign = [name for name in entries if name not in (*EXPORT_FILES, SNAPSHOT_INFO)
+               and not is_temporary(name)]
+    if foreign:
+        raise ElmoError(Errors.E072.format(path=directory, names=", ".join(foreign[:5])))
+
+
+def owning_run(path: Path) -> Optional[Path]:
+    """The pretraining run directory that `path` lies in (one holding a checkpoint or a
+    run's lock file), or None."""
+    for parent in Path(path).resolve().parents:
+        if (parent / CHECKPOINT_NAME).is_file() or (parent / LOCK_NAME).is_file():
+            return parent
+    return None
+
+
+def export_model(model: BiLanguageModel, vocab: List[str], directory: PathLike, *,
+                 info: Optional[Dict[str, Any]] = None) -> Dict[str, Path]:
+    """Write a BiLanguageModel in the export layout (see `export`), with `info` as
+    dev.json when given; the directory is replaced whole, once every file is written.
+    Refuses weights that are not all finite (E141)."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ElmoError(Errors.E028.format(path=directory, what="the export's files go in it"))
+    check_finite(model, f"an export to '{directory}'")
+    with atomic_directory(directory) as tmp:
+        save_bilm(model.bilm, tmp)
+        Vocab(vocab).to_file(tmp / VOCAB_NAME)
+        write_hdf5(tmp / SOFTMAX_NAME, {
+            "softmax/W": model.softmax.weight.detach().cpu().numpy(),
+            "softmax/b": model.softmax.bias.detach().cpu().numpy(),
+        })
+        if info is not None:
+            write_json(tmp / SNAPSHOT_INFO, info)
+    return {"options": directory / OPTIONS_NAME, "weights": directory / WEIGHTS_NAME,
+            "vocab": directory / VOCAB_NAME, "softmax": directory / SOFTMAX_NAME}
+
+
+def check_finite(model: torch.nn.Module, what: str) -> None:
+    """Raise E141 when a parameter of `model` holds NaN or inf (`what`: what would have
+    been written)."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            # NaN and inf carry into a sum, and float32 values cannot overflow a float64
+            # one: exact, and much faster than an element-wise test on large models
+            if not math.isfinite(float(param.sum(dtype=torch.float64))):
+                total = sum(int((~torch.isfinite(p)).sum()) for p in model.parameters())
+                raise ElmoError(Errors.E141.format(what=what, n=total, name=name))
 
 
 class Softmax(NamedTuple):
@@ -87,15 +144,7 @@ def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
 def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step: int,
                    record: Dict[str, Any]) -> Path:
     """Export the model as `<run_dir>/snapshots/step_NNNNNNN/` with `dev.json` (`record`:
-    step, tokens, dev perplexity) beside it; written to a temp directory first and renamed,
-    so a snapshot directory is always complete."""
+    step, tokens, dev perplexity) beside it, written whole as every export is."""
     final = run_dir / SNAPSHOT_DIR / f"step_{step:07d}"
-    tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    export_model(model, vocab, tmp)
-    srsly.write_json(tmp / SNAPSHOT_INFO, record)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    export_model(model, vocab, final, info=record)
     return final

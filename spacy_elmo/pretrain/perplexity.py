@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -14,11 +14,20 @@ from ..bilm.lstm import LSTMState
 from ..bilm.sources import locate
 from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
+from ..files import read_json_object
 from ..validation import check_all, integer
 from .batches import BatchMaker, dev_batches
+from .checkpoint import CHECKPOINT_NAME
 from .corpus import TextSettings, iter_sentences, warn_undecodable
-from .export import SOFTMAX_NAME, read_softmax
+from .export import SNAPSHOT_DIR, SOFTMAX_NAME, read_softmax
+from .rundir import CONFIG_NAME, MODEL_DIR
 from .vocab import VOCAB_NAME, Vocab
+
+# What `spacy-elmo perplexity` takes from the run a model comes from, when it is not given:
+# the run's batching (its dev evaluation's) and reading settings, with its own defaults.
+RUN_SETTINGS = {"batch_size": 128, "window": 20, **{
+    key: getattr(TextSettings(), key) for key in ("lang", "segmenter", "split_sentences",
+                                                   "max_sentence_tokens", "skip_pattern")}}
 
 
 def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
@@ -60,14 +69,55 @@ def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
     return lm.eval(), softmax.vocab
 
 
+def model_of_run(model: str) -> str:
+    """A pretraining run directory stands for its export (RUN/model; E143 without one);
+    anything else is returned as it is."""
+    path = Path(model)
+    if not (path / CHECKPOINT_NAME).is_file():
+        return model
+    if not (path / MODEL_DIR / VOCAB_NAME).is_file():
+        raise ElmoError(Errors.E143.format(path=path))
+    return str(path / MODEL_DIR)
+
+
+def run_of(model: str) -> Optional[Path]:
+    """The pretraining run an export belongs to: RUN for RUN/model and for a snapshot
+    RUN/snapshots/step_N (the directory or a file in it), when RUN has its config.json."""
+    path = Path(model)
+    directory = path if path.is_dir() else path.parent
+    if not directory.is_dir():
+        return None
+    directory = directory.resolve()
+    for run, name in ((directory.parent, MODEL_DIR), (directory.parent.parent, None)):
+        if (run / CONFIG_NAME).is_file() and (
+                directory.name == name
+                or (name is None and directory.parent.name == SNAPSHOT_DIR)):
+            return run
+    return None
+
+
+def run_settings(run: Optional[Path]) -> Dict[str, Any]:
+    """The batching and reading settings (`RUN_SETTINGS`' keys) of a run's config.json
+    ({} without a run, or with a config.json that cannot be read)."""
+    if run is None:
+        return {}
+    try:
+        config = read_json_object(run / CONFIG_NAME, "a pretraining run's config.json")
+    except ElmoError:
+        return {}
+    return {key: config.get(key, default) for key, default in RUN_SETTINGS.items()}
+
+
 def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
                    max_tokens: Optional[int]) -> List[List[str]]:
-    """Sentences of the files in order, up to `max_tokens` (None: all); refuses text with
-    no in-vocabulary word."""
+    """Sentences of the files in order, up to exactly `max_tokens` tokens (None: all; the
+    last sentence is cut there); refuses text with no in-vocabulary word."""
     sentences: List[List[str]] = []
     n_tokens = 0
     skipped = [0]
     for sentence in iter_sentences(files, settings, counter=skipped):
+        if max_tokens is not None:
+            sentence = sentence[: max_tokens - n_tokens]
         sentences.append(sentence)
         n_tokens += len(sentence)
         if max_tokens is not None and n_tokens >= max_tokens:
@@ -84,7 +134,9 @@ def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
     """Perplexity on text files, batched as pretraining's dev evaluation; also per
     character ("ppl_per_char": the same total loss spread over the characters predicted,
     each sentence boundary counted as one), which compares models that segment the same
-    text differently (Chinese characters vs words)."""
+    text differently (Chinese characters vs words). "tokens": the text's tokens read
+    (`max_tokens` at most); "dev_tokens": the tokens predicted, one more per sentence
+    (its end)."""
     check_all({"rows": rows, "window": window, "max_tokens": max_tokens},
               {"rows": integer(1), "window": integer(1),
                "max_tokens": integer(1, optional=True)}, Errors.E020)
@@ -95,4 +147,5 @@ def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
     n_chars = sum(len(w) for s in sentences for w in s) + result["dev_tokens"] - n_words
     result["ppl_per_char"] = math.exp(math.log(result["dev_ppl"]) * result["dev_tokens"]
                                       / max(n_chars, 1))
+    result["tokens"] = n_words
     return result

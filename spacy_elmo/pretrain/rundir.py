@@ -1,18 +1,21 @@
-"""The output directory of a run: refuse to clobber another run, check resumes."""
+"""The output directory of a run: one writer at a time, refuse to clobber another run,
+never read it as corpus, check resumes."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import warnings
+from collections import Counter
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ElmoError, Errors
-from ..files import is_temporary, sweep_stale, write_text
+from ..errors import ElmoError, Errors, Warnings
+from ..files import LOCK_NAME, DirectoryLock, is_temporary, sweep_stale, write_text
 from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
-from .corpus import resolve_files
+from .corpus import pattern_holding, resolve_files
 from .export import SNAPSHOT_DIR
 from .vocab import VOCAB_NAME
 
@@ -59,7 +62,47 @@ def _leftover(entry: Path) -> bool:
             return False
         return isinstance(data, dict) and set(data) <= {f.name for f in fields(PretrainConfig)}
     return (entry.name in RUN_FILES and entry.is_file() or entry.suffix == ".log"
-            or is_temporary(entry.name))
+            or entry.name == LOCK_NAME or is_temporary(entry.name))
+
+
+class RunLock:
+    """The lock of a run directory (`files.DirectoryLock`), taken by the process that
+    writes the run (rank 0 under torchrun; `active` False on the others): `take` when the
+    directory exists (again after creating it), held until the `with` block ends, however
+    it ends. A second writer is refused (E071) naming the holder."""
+
+    def __init__(self, out: Path, *, active: bool = True) -> None:
+        self.lock = DirectoryLock(out) if active else None
+
+    def take(self) -> None:
+        if self.lock is not None and self.lock.directory.is_dir():
+            self.lock.acquire()
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+def train_files(config: PretrainConfig) -> List[Path]:
+    """The run's training files: never one inside its own output directory (found by a
+    directory or glob pattern above it)."""
+    return resolve_files(config.train, exclude=Path(config.output))
+
+
+def dev_files(config: PretrainConfig) -> List[Path]:
+    """The run's dev files, as `train_files`."""
+    return resolve_files(config.dev, exclude=Path(config.output))
+
+
+def warn_inside_corpus(config: PretrainConfig) -> None:
+    """W018 when the run directory lies where a corpus pattern looks for files."""
+    pattern = pattern_holding([*config.train, *config.dev], Path(config.output))
+    if pattern is not None:
+        warnings.warn(Warnings.W018.format(output=config.output, pattern=pattern),
+                      stacklevel=2)
 
 
 def check_inputs(config: PretrainConfig, out: Path) -> None:
@@ -69,8 +112,8 @@ def check_inputs(config: PretrainConfig, out: Path) -> None:
     inputs: List[Tuple[str, Optional[str]]] = [
         ("--vocab", config.vocab), ("--init-weights", config.init_weights),
         ("--init-options", config.init_options)]
-    inputs += [("training file", str(f)) for f in resolve_files(config.train)]
-    inputs += [("dev file", str(f)) for f in resolve_files(config.dev)] if config.dev else []
+    inputs += [("training file", str(f)) for f in train_files(config)]
+    inputs += [("dev file", str(f)) for f in dev_files(config)] if config.dev else []
     for what, given in inputs:
         if given is None or "://" in given:
             continue
@@ -108,7 +151,7 @@ def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str
     before `train_files` existed."""
     data = config.to_dict()
     frozen = {key: data[key] for key in FROZEN_KEYS if key != "options"}
-    frozen["train_files"] = [[f.name, f.stat().st_size] for f in resolve_files(config.train)]
+    frozen["train_files"] = [[f.name, f.stat().st_size] for f in train_files(config)]
     for section, values in options.items():
         if isinstance(values, dict):
             frozen.update({f"options.{section}.{k}": v for k, v in values.items()})
@@ -117,13 +160,49 @@ def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str
     return json.loads(json.dumps(frozen))
 
 
-def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path) -> None:
+def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path,
+                 files: Sequence[Path] = ()) -> None:
+    """Refuse to resume with settings other than the checkpoint's `frozen` ones (E105);
+    other training files (E142) are named by the paths `files` gives (the corpus now)."""
     # a checkpoint with train_files knows its data by name and size: paths may change
     skip = "train" if "train_files" in saved else "train_files"
     for key in sorted((set(saved) | set(current)) - {skip}):
-        if saved.get(key) != current.get(key):
-            raise ElmoError(Errors.E105.format(path=out, key=key, found=saved.get(key),
-                                               given=current.get(key)))
+        if saved.get(key) == current.get(key):
+            continue
+        if key == "train_files" and files:
+            raise ElmoError(Errors.E142.format(path=out, diff=files_differ(saved[key],
+                                                                           files)))
+        raise ElmoError(Errors.E105.format(path=out, key=key, found=saved.get(key),
+                                           given=current.get(key)))
+
+
+def files_differ(recorded: List[List[Any]], files: Sequence[Path]) -> str:
+    """How the corpus `files` differs from a checkpoint's [name, size] records, naming the
+    files of the corpus by their paths."""
+    now = [(f.name, f.stat().st_size) for f in files]
+    before = [(str(name), int(size)) for name, size in recorded]
+    missing = list((Counter(before) - Counter(now)).elements())
+    extra = list((Counter(now) - Counter(before)).elements())
+    parts = []
+    for name, size in list(missing):
+        path = next((f for f, key in zip(files, now, strict=True)
+                     if key in extra and key[0] == name), None)
+        if path is not None:  # the same name, another size: other text
+            parts.append(f"'{path}' has {path.stat().st_size:,} bytes, the run read "
+                         f"{size:,} under that name")
+            missing.remove((name, size))
+            extra.remove((path.name, path.stat().st_size))
+    if missing:
+        parts.append("the checkpoint records " + ", ".join(
+            f"{name} ({size:,} bytes)" for name, size in missing) + ", which this corpus lacks")
+    if extra:
+        paths = [str(f) for f, key in zip(files, now, strict=True) if key in extra]
+        parts.append("this corpus has " + ", ".join(paths) + ", which the run did not read")
+    if not parts:
+        parts.append("the same files in another order (the run read "
+                     + ", ".join(name for name, _ in before) + "; this corpus gives "
+                     + ", ".join(str(f) for f in files) + ")")
+    return "; ".join(parts)
 
 
 def read_metrics(path: Path) -> List[Dict[str, Any]]:

@@ -28,8 +28,8 @@ from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint, save_checkpoint
 from .config import PretrainConfig
-from .corpus import SentenceSource, SourceState, TextSettings, resolve_files
-from .export import Softmax, export_model, read_softmax, write_snapshot
+from .corpus import SentenceSource, SourceState, TextSettings
+from .export import Softmax, check_finite, export_model, read_softmax, write_snapshot
 from .machine import describe_device
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
@@ -40,13 +40,17 @@ from .rundir import (
     CURVES_NAME,
     METRICS_NAME,
     MODEL_DIR,
+    RunLock,
     check_inputs,
     check_optimizer,
     check_resume,
     check_run_dir,
     clear_run,
+    dev_files,
     frozen_settings,
+    train_files,
     truncate_metrics,
+    warn_inside_corpus,
 )
 from .vocab import VOCAB_NAME, Vocab, check_vocab, choose_vocab
 
@@ -175,7 +179,7 @@ def make_bilm(config: PretrainConfig) -> BiLM:
 
 def read_dev(config: PretrainConfig, settings: TextSettings, vocab: Vocab) -> List[List[str]]:
     """Dev sentences up to `dev_max_tokens`."""
-    return read_sentences(resolve_files(config.dev), settings, vocab, config.dev_max_tokens)
+    return read_sentences(dev_files(config), settings, vocab, config.dev_max_tokens)
 
 
 @dataclass
@@ -200,13 +204,16 @@ class Trainer:
 
     @classmethod
     def start(cls, config: PretrainConfig, ctx: ddp.DistContext, *, overwrite: bool,
-              progress: bool) -> Trainer:
+              progress: bool, lock: Optional[RunLock] = None) -> Trainer:
         """A new run in `config.output` (replacing one there only with `overwrite`): the
         biLM fresh or from --init-weights, the vocabulary given or counted. Everything is
         read and checked before rank 0 clears the directory, so a start that fails leaves
-        what was there."""
+        what was there. `lock` (rank 0's) is taken as soon as the directory is known to
+        be usable, and again after rank 0 creates it."""
         out = Path(config.output)
         check_run_dir(out, resume=False, overwrite=overwrite)
+        if lock is not None:
+            lock.take()  # refuse a second writer before any work
         check_inputs(config, out)
         torch.manual_seed(config.seed)
         bilm = make_bilm(config)
@@ -214,15 +221,19 @@ class Trainer:
         settings = config.text_settings()
         vocab, dev = None, None
         if ctx.is_main:
-            vocab = choose_vocab(config, resolve_files(config.train), settings,
+            vocab = choose_vocab(config, train_files(config), settings,
                                  None if exported is None else exported.vocab)
             check_vocab(config, vocab)
             if config.dev:
                 dev = read_dev(config, settings, vocab)  # its errors, before anything is cleared
         ddp.barrier(ctx)  # every rank checked the directory before rank 0 clears it
         if vocab is not None:  # rank 0
-            clear_run(out)
             out.mkdir(parents=True, exist_ok=True)
+            if lock is not None:
+                lock.take()
+                # another run may have finished here since the first check
+                check_run_dir(out, resume=False, overwrite=overwrite)
+            clear_run(out)
             vocab.to_file(out / VOCAB_NAME)
         ddp.barrier(ctx)
         vocab = vocab if vocab is not None else Vocab.from_file(out / VOCAB_NAME)
@@ -233,12 +244,15 @@ class Trainer:
         return cls(config, ctx, model, vocab, Position(), progress=progress, dev=dev)
 
     @classmethod
-    def resume(cls, config: PretrainConfig, ctx: ddp.DistContext, *, progress: bool
-               ) -> Trainer:
+    def resume(cls, config: PretrainConfig, ctx: ddp.DistContext, *, progress: bool,
+               lock: Optional[RunLock] = None) -> Trainer:
         """The run in `config.output`, continued exactly where its checkpoint left it; the
-        settings that fix the model and the data must be the checkpoint's."""
+        settings that fix the model and the data must be the checkpoint's. `lock`: rank
+        0's, taken before the checkpoint is read."""
         out = Path(config.output)
         check_run_dir(out, resume=True, overwrite=False)
+        if lock is not None:
+            lock.take()
         saved = load_checkpoint(out / CHECKPOINT_NAME)
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
@@ -248,7 +262,7 @@ class Trainer:
         model = model_from_checkpoint(saved)
         options = model.bilm.options.to_json_dict()
         asked = options if config.init_weights else config.bilm_options().to_json_dict()
-        check_resume(saved["frozen"], frozen_settings(config, asked), out)
+        check_resume(saved["frozen"], frozen_settings(config, asked), out, train_files(config))
         check_optimizer(saved["optimizer"], config.optimizer, out)
         mine = saved["ranks"][ctx.rank]
         position = Position(
@@ -276,7 +290,7 @@ class Trainer:
         self.out = Path(config.output)
         self.vocab = vocab
         self.settings = config.text_settings()
-        self.files = resolve_files(config.train)
+        self.files = train_files(config)
         bilm = model.bilm
         self.options = bilm.options.to_json_dict()
         self.frozen = frozen_settings(config, self.options)
@@ -313,6 +327,8 @@ class Trainer:
             write_json(self.out / CONFIG_NAME, config.to_dict())
         self._plot_warned = False
         self._log_warned = False
+        # the step of the checkpoint on disk (a resumed run starts from one)
+        self.saved_step = position.step if position.source is not None else None
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
@@ -341,7 +357,8 @@ class Trainer:
         return evaluate_lm(self.model, self.dev, self.ctx.device)
 
     def checkpoint(self) -> None:
-        """Gather every process's stream state; rank 0 writes the file."""
+        """Gather every process's stream state; rank 0 writes the file (never with
+        weights that are not finite: E141)."""
         cuda = self.ctx.device.type == "cuda"
         mine = {
             "source": asdict(self.streams.source.state),
@@ -351,6 +368,7 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state(self.ctx.device) if cuda else None,
         }
         ranks = ddp.gather(self.ctx, mine)
+        check_finite(self.model, f"the checkpoint of step {self.step}")  # on every process
         if self.ctx.is_main:
             save_checkpoint(self.out / CHECKPOINT_NAME, {
                 "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
@@ -360,6 +378,7 @@ class Trainer:
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "ranks": ranks,
             })
+            self.saved_step = self.step
 
     def snapshot(self, dev: Optional[Dict[str, float]]) -> None:
         """Export the current model to snapshots/step_N/ with its dev perplexity."""
@@ -397,6 +416,17 @@ class Trainer:
                  or (cpu is not None and self.cpu_elapsed >= 60 * cpu))
         return ddp.any_flag(self.ctx, spent)[0]
 
+    def stop_if_not_finite(self, loss: float, bar: tqdm) -> None:
+        """E140 (on every process) when the loss of the step just taken, on any process,
+        is NaN or inf: training on would only spread it through the weights."""
+        if ddp.any_flag(self.ctx, not math.isfinite(loss))[0]:
+            bar.close()
+            kept = ("No checkpoint was written yet." if self.saved_step is None else
+                    f"The checkpoint of step {self.saved_step} is kept.")
+            self.log({"type": "error", "step": self.step, "error": "loss not finite",
+                      "loss": str(loss)})
+            raise ElmoError(Errors.E140.format(step=self.step, loss=loss, kept=kept))
+
     def run(self) -> TrainResult:
         config = self.config
         bar = tqdm(total=config.max_steps, initial=self.step, unit="step",
@@ -415,6 +445,7 @@ class Trainer:
             while not last:
                 t0, cpu0 = time.monotonic(), time.process_time()
                 losses.append(self.train_step())
+                self.stop_if_not_finite(losses[-1], bar)
                 self.elapsed += time.monotonic() - t0
                 self.cpu_elapsed += time.process_time() - cpu0
                 interval_time += time.monotonic() - t0
@@ -466,8 +497,12 @@ def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)
     try:
-        trainer = (Trainer.resume(config, ctx, progress=progress) if resume else
-                   Trainer.start(config, ctx, overwrite=overwrite, progress=progress))
-        return trainer.run()
+        if ctx.is_main:
+            warn_inside_corpus(config)
+        with RunLock(Path(config.output), active=ctx.is_main) as lock:
+            trainer = (Trainer.resume(config, ctx, progress=progress, lock=lock) if resume
+                       else Trainer.start(config, ctx, overwrite=overwrite, progress=progress,
+                                          lock=lock))
+            return trainer.run()
     finally:
         ddp.teardown(ctx)

@@ -104,6 +104,7 @@ def test_a_run_continues_with_its_data_moved_known_by_name_and_size(tmp_path):
         assert torch.equal(a[key], b[key]), key
     # other text under the same name is refused, naming what differs
     (moved / "corpus.txt").write_text("other text\n", encoding="utf-8")
-    with pytest.raises(ElmoError, match=r"\[E105\].*train_files"):
+    with pytest.raises(ElmoError, match=r"\[E142\] .* trained on other files: '.*elsewhere/"
+                                        r"corpus.txt' has 11 bytes, the run read"):
         train(tiny_config(tmp_path, output=str(moved / "b"), max_steps=10,
                           train=[str(moved / "corpus.txt")]), resume=True, progress=False)
