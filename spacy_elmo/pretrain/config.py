@@ -220,8 +220,9 @@ class PretrainConfig:
                 raise ElmoError(Errors.E104.format(key=key, given=given, found=value))
         if self.preset is not None:
             asked = self.bilm_options().as_dict()
-            differ = [f"{k} {asked[k]!r} vs {v!r}" for k, v in found.as_dict().items()
-                      if asked[k] != v]
+            have = found.as_dict()
+            differ = [f"{k} {asked[k]!r} vs {have[k]!r}" for k in OPTION_RULES
+                      if asked[k] != have[k]]
             if differ:
                 raise ElmoError(Errors.E128.format(preset=self.preset, path=self.init_weights,
                                                    differ="; ".join(differ)))

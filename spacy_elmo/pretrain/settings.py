@@ -273,7 +273,17 @@ def interpolate(nested: Dict[str, Any], source: str) -> Dict[str, Any]:
 
 
 def cfg_text(cls: type, flat: Mapping[str, Any]) -> str:
-    """Flat values as a `.cfg` file, every section and setting in declaration order."""
-    from thinc.api import Config
-
-    return str(Config(nest(cls, flat)).to_str()) + "\n"
+    """Flat values as a `.cfg` file, every section and setting in declaration order; a
+    dict-valued setting is a subsection (`[model.options]`). Values are written as JSON, so
+    that reading the file (not interpolated: `$` is literal) gives them back."""
+    lines: List[str] = []
+    for section, items in sections(cls).items():
+        lines.append(f"[{section}]")
+        below = [item for item in items if isinstance(item.default, dict)]
+        lines += [f"{item.name} = {show(flat[item.name])}" for item in items
+                  if item not in below]
+        for item in below:
+            lines += ["", f"[{item.path}]"]
+            lines += [f"{key} = {show(value)}" for key, value in flat[item.name].items()]
+        lines.append("")
+    return "\n".join(lines)
