@@ -40,7 +40,7 @@ EPILOG = _escape(
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def pretrain_cli(
     args: Optional[List[str]] = typer.Argument(
-        None, metavar="[CONFIG] [TEXT]... [--section.key VALUE]...",
+        None, metavar="CONFIG TEXT --section.key VALUE",
         help="A config file (.cfg, or a JSON one), then training text (files, globs or "
              "directories; they replace the config's train), then settings to override"),
     config: Optional[Path] = typer.Option(
@@ -58,7 +58,13 @@ def pretrain_cli(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Check the settings, print them as a .cfg file and exit"),
 ) -> None:
-    """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun."""
+    """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun.
+
+    spacy-elmo pretrain CONFIG.cfg [TEXT]... [--section.key VALUE]...: the settings of a
+    config file (`spacy-elmo init-pretrain-config` writes one), overridden on the command
+    line. Without a config file, the defaults: spacy-elmo pretrain TEXT... --output RUN
+    --max-steps N. Continue a run: spacy-elmo pretrain --output RUN --resume (its own
+    config.json; a larger --max-steps trains on)."""
     from ..pretrain.checkpoint import CHECKPOINT_NAME
     from ..pretrain.rundir import CONFIG_NAME
     from ..pretrain.trainer import train as run_training
@@ -127,7 +133,8 @@ def parse_args(args: Sequence[str], config: Optional[Path]
         item = shortcuts.get(name) if "." not in path else known.get(".".join(
             path.split(".")[:2]))
         if item is None and "." not in path:
-            raise ElmoError(Errors.E127.format(flag=name, close=""))
+            raise ElmoError(Errors.E127.format(flag=name,
+                                               close=settings.suggest(PretrainConfig, name)))
         takes_bool = item is not None and settings.type_name(item.hint).startswith("bool")
         if value is None and rest and not rest[0].startswith("--") and (
                 not takes_bool or rest[0].lower() in ("true", "false")):
@@ -174,14 +181,17 @@ def device_overrides(gpu_id: Optional[int], device: Optional[str]) -> List[Overr
 @app.command("init-pretrain-config")
 def init_pretrain_config_cli(
     output: str = typer.Argument(..., help="The .cfg file to write ('-': standard output)"),
-    preset: str = typer.Option("tiny", "--preset",
-                               help="Model size: tiny, small, medium or original"),
+    preset: Optional[str] = typer.Option(
+        None, "--preset",
+        help="Model size: tiny, small, medium or original (default: null, which is tiny for "
+             "a new biLM and the weights' shape with init_weights)"),
     lang: Optional[str] = typer.Option(None, "--lang",
                                        help="spaCy language of the text ('en', 'zh', ...)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT if it exists"),
 ) -> None:
-    """Write a pretraining config with every setting at its default (as `spacy init
-    config` does for training): edit it, then `spacy-elmo pretrain CONFIG`."""
+    """Write a pretraining config with every setting at its default.
+
+    As `spacy init config` does for training: edit it, then `spacy-elmo pretrain CONFIG`."""
     try:
         path = guard_output(output, overwrite=overwrite, what="the config", stdout_ok=True)
         text = default_settings(preset_name=preset, lang=lang).to_cfg()

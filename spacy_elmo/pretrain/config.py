@@ -265,7 +265,7 @@ def settings_table() -> str:
 def default_settings(*, preset_name: Optional[str] = None, lang: Optional[str] = None
                      ) -> PretrainConfig:
     """The defaults, with a preset and a language (for `init-pretrain-config`)."""
-    changes: Dict[str, Any] = {"preset": preset_name or DEFAULT_PRESET}
+    changes: Dict[str, Any] = {"preset": preset_name}
     if lang is not None:
         changes["lang"] = lang
     return PretrainConfig(**changes)

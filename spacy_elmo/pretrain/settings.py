@@ -6,6 +6,7 @@ all derived from those declarations."""
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
@@ -131,7 +132,7 @@ def set_path(cls: type, nested: Dict[str, Any], path: str, value: Any, flag: str
     parts = path.split(".")
     head = ".".join(parts[:2])
     if head not in known or (len(parts) > 2 and not isinstance(known[head].default, dict)):
-        raise ElmoError(Errors.E127.format(flag=flag, close=_close(cls, parts[-1])))
+        raise ElmoError(Errors.E127.format(flag=flag, close=suggest(cls, flag)))
     item = known[head]
     section = nested.setdefault(item.section, {})
     if len(parts) == 2:
@@ -145,13 +146,18 @@ def set_path(cls: type, nested: Dict[str, Any], path: str, value: Any, flag: str
     target[parts[-1]] = value
 
 
-def _close(cls: type, name: str) -> str:
-    """A hint naming the setting spelled like `name`, if there is one."""
+def suggest(cls: type, flag: str) -> str:
+    """A hint naming the setting that `flag` (a shortcut or `--section.key`) was likely
+    meant to be: the same key in its own section, or the closest spelling."""
+    name = flag.lstrip("-").replace("-", "_")
     for item in declared(cls):
-        if item.name == name.replace("-", "_"):
-            return f" Did you mean --{item.path} (or {item.flags[0]})?" if item.flags else (
-                f" Did you mean --{item.path}?")
-    return ""
+        if item.name == name.split(".")[-1]:
+            shortcut = f" (or {item.flags[0]})" if item.flags else ""
+            return f" Did you mean --{item.path}{shortcut}?"
+    spellings = [f for f in by_flag(cls) if f.startswith("--")] + [
+        f"--{path}" for path in by_path(cls)]
+    close = difflib.get_close_matches(flag, spellings, n=1)
+    return f" Did you mean {close[0]}?" if close else ""
 
 
 def coerce(value: Any, hint: Any) -> Any:

@@ -104,7 +104,9 @@ def test_cfg_with_section_overrides_and_interpolation(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--corpus.max_steps", "3"], r"\[E127\] --corpus.max_steps is not a pretraining setting. "
                                   r"Did you mean --training.max_steps \(or --max-steps\)\?"),
-    (["--max-step", "3"], r"\[E127\] --max-step is not a pretraining setting"),
+    (["--max-step", "3"], r"\[E127\] --max-step is not a pretraining setting. Did you "
+                          r"mean --max-steps\?"),
+    (["--training.max_stpes", "3"], r"Did you mean --training.max_steps\?"),
     (["--training.max_steps", "0"], r"\[E112\] Pretraining setting max_steps must be a "
                                     r"positive integer, got 0"),
     (["--max-steps", "ten"], r"max_steps must be a positive integer, got 'ten'"),
@@ -222,5 +224,6 @@ def test_init_pretrain_config_writes_the_defaults(tmp_path):
     assert result.exit_code == 1 and "[E026]" in result.stderr  # not replaced
     result = runner.invoke(app, ["init-pretrain-config", "-"])
     assert result.exit_code == 0 and result.stdout == default_settings().to_cfg()
+    assert "preset = null" in result.stdout  # tiny, or the shape of init_weights
     result = runner.invoke(app, ["init-pretrain-config", "-", "--preset", "huge"])
     assert result.exit_code == 1 and "preset must be one of" in flat(result.stderr)
