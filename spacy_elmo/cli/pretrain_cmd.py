@@ -135,7 +135,7 @@ def parse_args(args: Sequence[str], config: Optional[Path]
         if item is None and "." not in path:
             raise ElmoError(Errors.E127.format(flag=name,
                                                close=settings.suggest(PretrainConfig, name)))
-        takes_bool = item is not None and settings.type_name(item.hint).startswith("bool")
+        takes_bool = item is not None and item.is_bool
         if value is None and rest and not rest[0].startswith("--") and (
                 not takes_bool or rest[0].lower() in ("true", "false")):
             value = rest.pop(0)
@@ -155,8 +155,8 @@ def parse_args(args: Sequence[str], config: Optional[Path]
             else:
                 overrides.append((item.path, parsed_value, name))
     path_arg: Optional[Path] = None
-    if positionals and positionals[0].endswith(CONFIG_SUFFIXES) and Path(
-            positionals[0]).is_file():
+    if positionals and positionals[0].endswith(CONFIG_SUFFIXES) and not Path(
+            positionals[0]).is_dir():  # a config file, even a missing one (then its error)
         path_arg = Path(positionals.pop(0))
     if path_arg is not None and config is not None:
         raise ElmoError(Errors.E130.format(first=f"CONFIG '{path_arg}'",

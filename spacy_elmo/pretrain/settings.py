@@ -34,6 +34,11 @@ class Declared:
     hint: Any
 
     @property
+    def is_bool(self) -> bool:
+        """A true/false setting: its flag may stand alone (true)."""
+        return bool(_unwrap(self.hint)[0] is bool)
+
+    @property
     def path(self) -> str:
         """Its dotted name in the config file: `section.name`."""
         return f"{self.section}.{self.name}"
@@ -258,6 +263,8 @@ def read_cfg(path: Path) -> Dict[str, Any]:
     cannot be parsed."""
     from thinc.api import Config
 
+    if not path.is_file():
+        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:

@@ -130,6 +130,9 @@ def test_a_cfg_key_in_the_wrong_section_or_unparsable(tmp_path):
     path.write_text("[corpus\nlang = en\n")
     with pytest.raises(ElmoError, match=r"\[E131\] Could not read the pretraining config"):
         PretrainConfig.from_file(path)
+    # a missing config file is named as such, not taken for training text
+    result = runner.invoke(app, ["pretrain", str(tmp_path / "absent.cfg"), "--max-steps", "3"])
+    assert result.exit_code == 1 and "[E001] No such file" in result.stderr
 
 
 # Every pretrain command in README.md and project.yml as of this change, with `...` the text

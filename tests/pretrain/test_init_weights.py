@@ -131,6 +131,7 @@ def test_init_weights_on_the_command_line_with_a_preset(tmp_path, tiny_weights_d
     (tmp_path / "c.txt").write_text("the cat sat .\n" * 20)
     result = CliRunner().invoke(app, ["pretrain", str(tmp_path / "c.txt"), "-o",
                                       str(tmp_path / "run"), "--init-weights",
-                                      str(tiny_weights_dir), "--preset", "small"])
+                                      str(tiny_weights_dir), "--preset", "small",
+                                      "--n-negatives", "4", "--max-steps", "1"])
     assert result.exit_code == 1 and "[E128]" in result.stderr, result.output
     assert not (tmp_path / "run").exists()
