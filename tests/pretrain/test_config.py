@@ -60,6 +60,21 @@ def test_shipped_cfgs_are_the_bundled_recipes(cfg, json_config):
         ROOT / "configs" / json_config)
 
 
+@pytest.mark.parametrize("json_config,command", [
+    ("pretrain_zh_news.json", "configs/pretrain_zh.cfg corpus/zhnews/train.txt.gz --dev "
+     "corpus/zhnews/dev.txt --output runs/zh_news --init-weights bilm/zh_wiki --lr 0.0005 "
+     "--max-steps 16000"),
+    ("pretrain_lm_en.json", "configs/pretrain_en.cfg data/lm_en/enwiki_core.train.*.txt.xz "
+     "--output runs/lm_en_small --shuffle-buffer 0 --optimizer adagrad --lr 0.2 "
+     "--lr-schedule constant --warmup-steps 0 --state-reset 0 --max-steps 200000 "
+     "--eval-every 500 --snapshot-every null --threads 1"),
+])
+def test_other_recipes_are_a_shipped_cfg_with_overrides(json_config, command, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert resolved(*command.split()) == PretrainConfig.from_file(ROOT / "configs" /
+                                                                  json_config)
+
+
 def test_a_json_config_of_an_earlier_version_loads_alone_and_with_flags(tmp_path):
     path = COMPAT / "pretrain_json" / "pretrain_lm_en_v2.json"
     data = json.loads(path.read_text())
