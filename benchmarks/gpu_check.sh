@@ -82,7 +82,7 @@ echo "| path | rows | tokens/s (steps 101-300) |"
 echo "|---|---:|---:|"
 for run in "fused fp32 64" "autograd fp32 64" "fused bf16 64" "fused fp32 512" "fused bf16 512"; do
   set -- $run
-  python -m spacy_elmo pretrain "$tmp/lm.txt" --output "$tmp/pre_$1_$2_$3" --device cuda \
+  python -m spacy_elmo pretrain "$tmp/lm.txt" --output "$tmp/pre_$1_$2_$3" --gpu-id 0 \
     --lstm-backward "$1" --precision "$2" --batch-size "$3" --options "$opts" \
     --preset small --vocab-size 20000 --n-negatives 4096 --max-steps 300 --eval-every 100000 \
     --checkpoint-every 100000 --shuffle-buffer 1000 > /dev/null 2>&1 || { echo "| $run | failed | |"; continue; }

@@ -220,8 +220,8 @@ class Errors(metaclass=Catalogue):
             "Resume with the same number of processes (torchrun --nproc_per_node {found}).")
     E111 = "Pretraining config '{path}' has unknown key(s) {keys}; known keys: {known}."
     E112 = "Pretraining setting {key} must be {what}, got {value}.{fix}"
-    E113 = ("No training corpus was given. Pass text files (or set 'train' in the --config "
-            "file).")
+    E113 = ("No training corpus was given. Pass text files (spacy-elmo pretrain CONFIG "
+            "TEXT...), or set train in the config's [paths] section (--paths.train).")
     E114 = ("spaCy has no language {lang!r} for tokenization ({err}). Use a spaCy language "
             "code such as 'en' or 'zh', or 'whitespace' for pre-tokenized text.")
     E115 = ("'{path}' has no {missing}. The language model's softmax and vocabulary go "
@@ -255,17 +255,21 @@ class Errors(metaclass=Catalogue):
     E125 = ("'{path}' could not be read as a pretraining checkpoint: it is damaged ({err}). "
             "Resume from a copy of the run, or from its last snapshot with --init-weights.")
     E126 = ("The pretraining device {device!r} needs CUDA device {index}, but torch sees "
-            "{count} CUDA device(s). Use --device cpu (or auto: a GPU when there is one), or "
-            "a cuda:N that exists.")
-    # Inference precision (E150-E159)
-    E150 = "Unknown precision '{precision}'; choose one of: {known}."
-    E151 = ("precision 'int8' runs on the CPU only, but the biLM is on {device}. Use fp32 on a "
-            "GPU (or run on the CPU).")
-    E152 = ("precision 'int8' needs torch's quantized CPU kernels (fbgemm, x86 or oneDNN), which "
-            "this torch {version} does not have. Use precision 'fp32', or a torch build with "
-            "them (the standard CPU and CUDA wheels have them).")
-
-
+            "{count} CUDA device(s). Use --gpu-id -1 (the CPU), --system.device auto (a GPU "
+            "when there is one), or a --gpu-id that exists.")
+    E127 = ("{flag} is not a pretraining setting.{close} `spacy-elmo pretrain --help` lists "
+            "the settings (--section.key VALUE, or a shortcut such as --max-steps).")
+    E128 = ("preset {preset!r} asks for another shape than the init_weights biLM '{path}' "
+            "({differ}; asked vs found). A biLM started from weights keeps their shape: drop "
+            "--preset (preset = null in a config file).")
+    E129 = ("Cannot resume the run in '{path}' with max_steps {given}: it is already at step "
+            "{step}. Pass a larger --max-steps to train on; to use the run as it is, export "
+            "it: spacy-elmo export {path} OUT. Nothing was changed.")
+    E130 = ("{first} and {second} both set {what}: give one of them.")
+    E131 = ("Could not read the pretraining config '{path}': {err}. A config is a .cfg file "
+            "with sections ([paths], [corpus], [model], ...; `spacy-elmo "
+            "init-pretrain-config` writes one) or a JSON object of settings.")
+    E132 = "{flag} needs a value (e.g. {flag} 10, or {flag}=10)."
     E140 = ("Training stopped at step {step}: the loss is {loss}, not a finite number; the "
             "weights may be too. {kept} Nothing with non-finite weights was written. Lower "
             "the learning rate (--lr) or use warmup (warmup_steps), check --init-weights, "
@@ -279,6 +283,13 @@ class Errors(metaclass=Catalogue):
     E143 = ("'{path}' is a pretraining run without an export (model/): it has not finished. "
             "Export its checkpoint first (spacy-elmo export {path} OUT) or give one of its "
             "snapshots (snapshots/step_N).")
+    # Inference precision (E150-E159)
+    E150 = "Unknown precision '{precision}'; choose one of: {known}."
+    E151 = ("precision 'int8' runs on the CPU only, but the biLM is on {device}. Use fp32 on a "
+            "GPU (or run on the CPU).")
+    E152 = ("precision 'int8' needs torch's quantized CPU kernels (fbgemm, x86 or oneDNN), which "
+            "this torch {version} does not have. Use precision 'fp32', or a torch build with "
+            "them (the standard CPU and CUDA wheels have them).")
 
 
 class Warnings(metaclass=Catalogue):
@@ -318,6 +329,8 @@ class Warnings(metaclass=Catalogue):
     W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
             "missing from it until writing works again; training goes on, and checkpoints "
             "report their own write errors.")
+    W015 = ("--device is deprecated: use --gpu-id N (a CUDA device; -1 for the CPU), as "
+            "spaCy and `spacy-elmo embed` do, or --system.device {value}.")
     W017 = ("The lock '{lock}' was left by {holder}, which ended without releasing it "
             "(killed, or the machine went down): taking it over.")
     W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "

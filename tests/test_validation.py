@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from spacy_elmo.bilm import BiLMOptions, load_bilm, save_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pretrain.config import SETTING_RULES, PretrainConfig
+from spacy_elmo.pretrain.config import PretrainConfig
+from spacy_elmo.pretrain.settings import declared
 
 from .conftest import TINY_OPTIONS, make_random_bilm
 
@@ -81,7 +82,13 @@ def test_options_overrides_unknown_key():
 
 
 def test_every_pretraining_setting_has_a_rule():
-    assert sorted(SETTING_RULES) == sorted(f.name for f in fields(PretrainConfig))
+    """Each field is declared once with its section, rule and help, and its default passes
+    its own rule."""
+    items = declared(PretrainConfig)
+    assert [item.name for item in items] == [f.name for f in fields(PretrainConfig)]
+    for item in items:
+        assert item.section and item.help
+        assert (item.default is None and item.rule.optional) or item.rule.ok(item.default)
 
 
 @pytest.mark.parametrize("changes,message", [

@@ -42,4 +42,4 @@ def warn(text: str) -> None:
 
 
 # Each module registers its commands on `app`.
-from . import embed, info, pretrain  # noqa: E402,F401
+from . import embed, info, pretrain, pretrain_cmd  # noqa: E402,F401

@@ -1,16 +1,16 @@
-"""Pretraining settings: one dataclass, read from a JSON file and overridden by flags."""
+"""Pretraining settings, each declared once below (section, default, rule, help), read from a
+`.cfg` file (or a JSON one, as before) and overridden from the command line."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..errors import ElmoError, Errors
 from ..files import read_json_object
 from ..validation import (
-    Rule,
     boolean,
     check_all,
     check_keys,
@@ -23,105 +23,180 @@ from ..validation import (
     strings,
     torch_device,
 )
+from . import settings
 from .corpus import TextSettings
+from .settings import setting
 
-# Settings that fix the model or the data streams: a resumed run must keep them.
-FROZEN_KEYS = ("options", "vocab_size", "min_count", "lang", "segmenter", "split_sentences",
-               "max_sentence_tokens", "skip_pattern", "batch_size", "window", "train", "seed",
-               "init_weights", "shuffle_buffer")
 TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
+DEFAULT_PRESET = "tiny"
 OPTIMIZERS = ("adagrad", "adam", "lazyadam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 PRECISIONS = ("fp32", "bf16")
 LSTM_BACKWARDS = ("fused", "autograd")
-SETTING_RULES: Dict[str, Rule] = {
-    "train": strings(), "dev": strings(), "output": string(), "lang": string(),
-    "segmenter": string(optional=True), "split_sentences": boolean(),
-    "max_sentence_tokens": integer(1), "shuffle_buffer": integer(0),
-    "skip_pattern": regex(optional=True), "preset": choice(sorted(PRESETS)),
-    "options": mapping(), "vocab": string(optional=True), "vocab_size": integer(4),
-    "min_count": integer(1), "vocab_max_tokens": integer(1, optional=True),
-    "init_weights": string(optional=True), "init_options": string(optional=True),
-    "batch_size": integer(1), "window": integer(1), "n_negatives": integer(1),
-    "dropout": number(0, 1, high_open=True), "optimizer": choice(OPTIMIZERS),
-    "lr": number(0, low_open=True), "lr_schedule": choice(SCHEDULES),
-    "warmup_steps": integer(0), "clip_norm": number(0, low_open=True),
-    "sum_over_steps": boolean(), "state_reset": number(0, 1), "max_steps": integer(1),
-    "max_minutes": number(0, low_open=True, optional=True),
-    "max_cpu_minutes": number(0, low_open=True, optional=True), "eval_every": integer(1),
-    "dev_max_tokens": integer(1, optional=True), "log_every": integer(1),
-    "checkpoint_every": integer(1), "checkpoint_minutes": number(0, low_open=True,
-                                                                 optional=True),
-    "snapshot_every": integer(1, optional=True), "seed": integer(),
-    "threads": integer(1, optional=True), "device": torch_device(),
-    "precision": choice(PRECISIONS), "lstm_backward": choice(LSTM_BACKWARDS),
-}
 
 
 @dataclass
 class PretrainConfig:
-    """Everything `spacy-elmo pretrain` needs; see docs in the CLI help."""
+    """Everything `spacy-elmo pretrain` needs (`spacy-elmo pretrain --help` lists it)."""
 
-    train: List[str] = field(default_factory=list)
-    dev: List[str] = field(default_factory=list)
-    output: str = "runs/elmo"
-    lang: str = TEXT.lang
-    segmenter: Optional[str] = TEXT.segmenter
-    split_sentences: bool = TEXT.split_sentences
-    max_sentence_tokens: int = TEXT.max_sentence_tokens
-    shuffle_buffer: int = 10_000
-    skip_pattern: Optional[str] = TEXT.skip_pattern
-    preset: str = "tiny"
-    options: Dict[str, Any] = field(default_factory=dict)
-    vocab: Optional[str] = None
-    vocab_size: int = 50_000
-    min_count: int = 1
-    vocab_max_tokens: Optional[int] = None
-    init_weights: Optional[str] = None
-    init_options: Optional[str] = None
-    batch_size: int = 128
-    window: int = 20
-    n_negatives: int = 8192
-    dropout: float = 0.1
-    optimizer: str = "adagrad"
-    lr: float = 0.2
-    lr_schedule: str = "constant"
-    warmup_steps: int = 0
-    clip_norm: float = 10.0
-    sum_over_steps: bool = True
-    # probability that a row's carried LSTM state is zeroed before a window (see trainer)
-    state_reset: float = 0.0
-    max_steps: int = 10_000
-    max_minutes: Optional[float] = None
-    max_cpu_minutes: Optional[float] = None
-    eval_every: int = 500
-    dev_max_tokens: Optional[int] = 100_000
-    log_every: int = 10
-    checkpoint_every: int = 500
-    checkpoint_minutes: Optional[float] = None
-    snapshot_every: Optional[int] = None
-    seed: int = 0
-    threads: Optional[int] = None
-    device: str = "auto"
-    precision: str = "fp32"
-    lstm_backward: str = "fused"
+    # [paths]
+    train: List[str] = setting(
+        "paths", [], strings(), "Training text: files (.txt, .gz, .xz), globs or directories.",
+        frozen=True)
+    dev: List[str] = setting("paths", [], strings(), "Dev text for perplexity.")
+    output: str = setting("paths", "runs/elmo", string(), "The run directory.",
+                          flags=("--output", "-o"))
+    vocab: Optional[str] = setting(
+        "paths", None, string(optional=True),
+        "Use this vocab.txt (one word a line) instead of counting one.")
+    init_weights: Optional[str] = setting(
+        "paths", None, string(optional=True),
+        "Start from a biLM (domain adaptation): weights.hdf5, its directory, a URL or a "
+        "published name such as allennlp/small; the model's shape is then its shape.",
+        frozen=True)
+    init_options: Optional[str] = setting(
+        "paths", None, string(optional=True),
+        "options.json of init_weights (default: the one beside it).")
+    # [corpus]
+    lang: str = setting(
+        "corpus", TEXT.lang, string(),
+        "spaCy language for tokenization ('en', 'zh', ...) or 'whitespace'.", frozen=True)
+    segmenter: Optional[str] = setting(
+        "corpus", TEXT.segmenter, string(optional=True),
+        "Chinese word segmentation: char (null: the default) or jieba.", frozen=True)
+    split_sentences: bool = setting(
+        "corpus", TEXT.split_sentences, boolean(),
+        "Split lines into sentences with a rule-based splitter.", frozen=True)
+    max_sentence_tokens: int = setting(
+        "corpus", TEXT.max_sentence_tokens, integer(1),
+        "Cut longer sentences at this many tokens.", frozen=True)
+    skip_pattern: Optional[str] = setting(
+        "corpus", TEXT.skip_pattern, regex(optional=True),
+        "Skip lines matching this regular expression (e.g. Wikipedia headings).",
+        frozen=True)
+    shuffle_buffer: int = setting(
+        "corpus", 10_000, integer(0),
+        "Draw sentences at random from a buffer of this many (0: in file order).",
+        frozen=True)
+    vocab_size: int = setting("corpus", 50_000, integer(4),
+                              "Words in the softmax vocabulary (the most frequent).",
+                              frozen=True)
+    min_count: int = setting("corpus", 1, integer(1),
+                             "Leave words seen fewer times out of the vocabulary.", frozen=True)
+    vocab_max_tokens: Optional[int] = setting(
+        "corpus", None, integer(1, optional=True),
+        "Count the vocabulary on the first this many tokens (null: all).")
+    dev_max_tokens: Optional[int] = setting(
+        "corpus", 100_000, integer(1, optional=True),
+        "Evaluate on the first this many dev tokens (null: all).")
+    # [model]
+    preset: Optional[str] = setting(
+        "model", None, choice(sorted(PRESETS), optional=True),
+        f"Model size: {', '.join(PRESETS)} (null: {DEFAULT_PRESET}; with init_weights, "
+        "leave it null: the shape is the weights').")
+    options: Dict[str, Any] = setting(
+        "model", {}, mapping(),
+        'Overrides of the preset\'s biLM options, e.g. {"lstm_dim": 512} (in a .cfg file the '
+        "section [model.options]).", frozen=True)
+    dropout: float = setting("model", 0.1, number(0, 1, high_open=True), "Dropout.")
+    n_negatives: int = setting("model", 8192, integer(1),
+                               "Negatives drawn for the sampled softmax.")
+    # [optimizer]
+    optimizer: str = setting(
+        "optimizer", "adagrad", choice(OPTIMIZERS),
+        "adagrad, adam or lazyadam (Adam whose softmax rows move only when sampled).")
+    lr: float = setting("optimizer", 0.2, number(0, low_open=True), "Learning rate.")
+    lr_schedule: str = setting("optimizer", "constant", choice(SCHEDULES),
+                               "Learning-rate schedule after the warmup.")
+    warmup_steps: int = setting("optimizer", 0, integer(0),
+                                "Raise the learning rate linearly over this many steps.")
+    clip_norm: float = setting("optimizer", 10.0, number(0, low_open=True),
+                               "Clip the global gradient norm at this value.")
+    # [training]
+    batch_size: int = setting("training", 128, integer(1),
+                              "Rows (parallel sentence streams) per process.", frozen=True)
+    window: int = setting("training", 20, integer(1),
+                          "Tokens per truncated-backprop window.", frozen=True)
+    sum_over_steps: bool = setting(
+        "training", True, boolean(),
+        "The gradient of the loss summed over a window's steps (bilm-tf), not its mean.")
+    state_reset: float = setting(
+        "training", 0.0, number(0, 1),
+        "Probability that a row's carried LSTM state is zeroed before a window.")
+    max_steps: int = setting("training", 10_000, integer(1), "Stop after this step.")
+    max_minutes: Optional[float] = setting(
+        "training", None, number(0, low_open=True, optional=True),
+        "Also stop (evaluate, checkpoint, export) after this many minutes of training "
+        "steps, summed over resumes.")
+    max_cpu_minutes: Optional[float] = setting(
+        "training", None, number(0, low_open=True, optional=True),
+        "The same for the process's CPU time (all threads).")
+    eval_every: int = setting("training", 500, integer(1), "Dev evaluation interval (steps).")
+    log_every: int = setting("training", 10, integer(1), "Metrics interval (steps).")
+    checkpoint_every: int = setting("training", 500, integer(1),
+                                    "Checkpoint interval (steps).")
+    checkpoint_minutes: Optional[float] = setting(
+        "training", None, number(0, low_open=True, optional=True),
+        "Also checkpoint after this many minutes.")
+    snapshot_every: Optional[int] = setting(
+        "training", None, integer(1, optional=True),
+        "Also export the model to OUTPUT/snapshots/step_N/ (with its dev perplexity) every N "
+        "steps.")
+    seed: int = setting("training", 0, integer(), "Random seed.", frozen=True)
+    # [system]
+    threads: Optional[int] = setting("system", None, integer(1, optional=True),
+                                     "torch CPU threads (null: torch's default).")
+    device: str = setting(
+        "system", "auto", torch_device(),
+        "cpu, cuda, cuda:N or auto (a GPU if there is one); on the command line --gpu-id N "
+        "(-1: the CPU).", flags=())
+    precision: str = setting(
+        "system", "fp32", choice(PRECISIONS),
+        "fp32 or bf16 (bf16 matmuls over fp32 weights; pays on GPUs and on CPUs with "
+        "AVX512-BF16/AMX only).")
+    lstm_backward: str = setting(
+        "system", "fused", choice(LSTM_BACKWARDS),
+        "fused (a hand-written LSTM backward) or autograd (the reference).")
 
     def __post_init__(self) -> None:
-        check_all(self.__dict__, SETTING_RULES, Errors.E112)
+        check_all(self.__dict__, {s.name: s.rule for s in settings.declared(PretrainConfig)},
+                  Errors.E112)
         check_keys(list(self.options), list(OPTION_RULES), "'options' (the biLM options)")
         self.bilm_options()  # checks the option values now, before anything is written
 
     @classmethod
     def from_file(cls, path: Union[str, Path], **overrides: Any) -> PretrainConfig:
-        """Settings from a JSON file; non-None `overrides` (command-line flags) win."""
-        path = Path(path)
-        data = read_json_object(path, "a JSON config")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ElmoError(Errors.E111.format(path=path, keys=unknown, known=known))
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**data)
+        """Settings from a `.cfg` or JSON file; non-None `overrides` (by attribute name, as
+        command-line flags) win."""
+        return cls.load(path, [(settings.by_name(cls)[k].path, v)
+                               for k, v in overrides.items() if v is not None])
+
+    @classmethod
+    def load(cls, path: Optional[Union[str, Path]],
+             overrides: Sequence[Tuple[str, Any]] = (), *, flags: Sequence[str] = ()
+             ) -> PretrainConfig:
+        """The defaults, then the file (`.cfg` sections, or the flat keys of a JSON config or
+        a run's config.json), then `overrides` (`section.key`, value) in order, then
+        `${...}` interpolation. `flags`: how each override was written, for errors."""
+        source = str(path) if path is not None else "<defaults>"
+        if path is None:
+            nested: Dict[str, Any] = {}
+        elif Path(path).suffix == ".cfg":
+            nested = settings.read_cfg(Path(path))
+            settings.flatten(cls, nested, source)  # unknown keys, before any override
+        else:
+            data = read_json_object(Path(path), "a JSON config")
+            known = [item.name for item in settings.declared(cls)]
+            unknown = sorted(set(data) - set(known))
+            if unknown:
+                raise ElmoError(Errors.E111.format(path=path, keys=unknown, known=known))
+            nested = settings.nest(cls, data)
+        for i, (key, value) in enumerate(overrides):
+            flag = flags[i] if i < len(flags) else f"--{key}"
+            settings.set_path(cls, nested, key, value, flag)
+        if path is not None and Path(path).suffix == ".cfg":
+            nested = settings.interpolate(nested, source)
+        return cls(**settings.flatten(cls, nested, source))
 
     def text_settings(self) -> TextSettings:
         """How the run turns raw lines into sentences."""
@@ -131,8 +206,66 @@ class PretrainConfig:
                             skip_pattern=self.skip_pattern)
 
     def bilm_options(self) -> BiLMOptions:
-        """The model shape: the preset with the explicit `options` overrides."""
-        return preset(self.preset, **self.options)
+        """The model shape: the preset (tiny when none) with the explicit `options`."""
+        return preset(self.preset or DEFAULT_PRESET, **self.options)
+
+    def check_init_shape(self, found: BiLMOptions) -> None:
+        """With init_weights the shape is the weights': a preset or options asking for
+        another one are refused (E104 names an option, E128 the preset)."""
+        for key, given in self.options.items():
+            value = getattr(found, key, None)
+            if key == "filters":
+                given = tuple(tuple(f) for f in given)
+            if value != given:
+                raise ElmoError(Errors.E104.format(key=key, given=given, found=value))
+        if self.preset is not None:
+            asked = self.bilm_options().as_dict()
+            have = found.as_dict()
+            differ = [f"{k} {asked[k]!r} vs {have[k]!r}" for k in OPTION_RULES
+                      if asked[k] != have[k]]
+            if differ:
+                raise ElmoError(Errors.E128.format(preset=self.preset, path=self.init_weights,
+                                                   differ="; ".join(differ)))
+
+    def check_resume_step(self, step: int) -> None:
+        """A resumed run must have steps left to train (or be exactly at max_steps, which
+        re-exports it); one already past max_steps is refused (E129)."""
+        if step > self.max_steps:
+            raise ElmoError(Errors.E129.format(path=self.output, step=step,
+                                               given=self.max_steps))
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+    def to_cfg(self) -> str:
+        """These settings as a `.cfg` file."""
+        return settings.cfg_text(PretrainConfig, self.to_dict())
+
+
+# Settings that fix the model or the data streams: a resumed run must keep them.
+FROZEN_KEYS = tuple(s.name for s in settings.declared(PretrainConfig) if s.frozen)
+
+
+def settings_table() -> str:
+    """docs/pretrain_settings.md: every pretraining setting."""
+    return settings.markdown_table(PretrainConfig, [
+        "# Pretraining settings",
+        "",
+        "<!-- Generated from spacy_elmo/pretrain/config.py by "
+        "spacy_elmo.pretrain.config.settings_table(); tests/pretrain/test_config.py checks "
+        "it. -->",
+        "",
+        "Each setting lives in a section of the pretraining config "
+        "(`spacy-elmo pretrain CONFIG.cfg`; `spacy-elmo init-pretrain-config` writes one) "
+        "and can be overridden on the command line as `--section.key VALUE` or with its "
+        "shortcut flag. JSON configs (flat keys, the setting names) keep working. Settings "
+        "marked \"Kept on resume\" must stay the same when a run is resumed."])
+
+
+def default_settings(*, preset_name: Optional[str] = None, lang: Optional[str] = None
+                     ) -> PretrainConfig:
+    """The defaults, with a preset and a language (for `init-pretrain-config`)."""
+    changes: Dict[str, Any] = {"preset": preset_name}
+    if lang is not None:
+        changes["lang"] = lang
+    return PretrainConfig(**changes)

@@ -167,13 +167,7 @@ def make_bilm(config: PretrainConfig) -> BiLM:
     bilm = load_bilm(config.init_weights, config.init_options).train()
     if bilm.dictionary is not None:
         raise ElmoError(Errors.E042.format(path=config.init_weights))
-    found = bilm.options
-    for key, given in config.options.items():
-        value = getattr(found, key, None)
-        if key == "filters":
-            given = tuple(tuple(f) for f in given)
-        if value != given:
-            raise ElmoError(Errors.E104.format(key=key, given=given, found=value))
+    config.check_init_shape(bilm.options)  # options and preset: the weights' shape
     return bilm
 
 
@@ -254,6 +248,7 @@ class Trainer:
         if lock is not None:
             lock.take()
         saved = load_checkpoint(out / CHECKPOINT_NAME)
+        config.check_resume_step(saved["step"])  # before anything is written
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
             raise ElmoError(Errors.E110.format(found=saved["world_size"], given=ctx.world_size))

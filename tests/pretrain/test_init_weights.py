@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm
+from spacy_elmo.bilm.options import OPTION_RULES
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain import ddp
 from spacy_elmo.pretrain.batches import BatchMaker, dev_batches
@@ -103,3 +104,34 @@ def perplexity_of(model, vocab, sentences):
 def made(directory):
     directory.mkdir(parents=True, exist_ok=True)
     return directory
+
+
+def test_init_weights_with_a_preset_of_another_shape_is_refused(tmp_path, tiny_weights_dir):
+    """Issue 31: `--init-weights W --preset small` trained W's shape while config.json
+    recorded `small`; now refused before anything is written, as conflicting options are."""
+    config = tiny_config(tmp_path, init_weights=str(tiny_weights_dir), options={},
+                         preset="small")
+    with pytest.raises(ElmoError, match=r"\[E128\] preset 'small' asks for another shape than "
+                                        r"the init_weights biLM .*lstm_dim 1024 vs 12"):
+        train(config, progress=False)
+    assert not (tmp_path / "run").exists()
+    # a preset (with options) that describes the weights' own shape is no conflict
+    found = load_bilm(tiny_weights_dir).options.as_dict()
+    shape = {key: found[key] for key in OPTION_RULES}
+    same = tiny_config(made(tmp_path / "b"), init_weights=str(tiny_weights_dir),
+                       preset="tiny", options=shape, max_steps=1)
+    assert train(same, progress=False).step == 1
+
+
+def test_init_weights_on_the_command_line_with_a_preset(tmp_path, tiny_weights_dir):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    (tmp_path / "c.txt").write_text("the cat sat .\n" * 20)
+    result = CliRunner().invoke(app, ["pretrain", str(tmp_path / "c.txt"), "-o",
+                                      str(tmp_path / "run"), "--init-weights",
+                                      str(tiny_weights_dir), "--preset", "small",
+                                      "--n-negatives", "4", "--max-steps", "1"])
+    assert result.exit_code == 1 and "[E128]" in result.stderr, result.output
+    assert not (tmp_path / "run").exists()

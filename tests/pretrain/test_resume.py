@@ -108,3 +108,27 @@ def test_a_run_continues_with_its_data_moved_known_by_name_and_size(tmp_path):
                                         r"corpus.txt' has 11 bytes, the run read"):
         train(tiny_config(tmp_path, output=str(moved / "b"), max_steps=10,
                           train=[str(moved / "corpus.txt")]), resume=True, progress=False)
+
+
+def test_resume_past_max_steps_is_refused_and_changes_nothing(tmp_path):
+    """Issue 31: `--resume --max-steps 10` on a run at step 40 printed "Trained 40 steps",
+    trained nothing and rewrote config.json to max_steps 10."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    train(tiny_config(tmp_path, max_steps=4), progress=False)
+    run = tmp_path / "run"
+    before = {name: (run / name).read_bytes() for name in ("config.json", "metrics.jsonl")}
+    with pytest.raises(ElmoError, match=r"\[E129\] Cannot resume the run in .* with "
+                                        r"max_steps 2: it is already at step 4"):
+        train(tiny_config(tmp_path, max_steps=2), resume=True, progress=False)
+    result = CliRunner().invoke(app, ["pretrain", "--output", str(run), "--resume",
+                                      "--max-steps", "2"])
+    assert result.exit_code == 1, result.output
+    assert "Trained" not in result.output and "[E129]" in result.stderr
+    assert json.loads((run / "config.json").read_text())["max_steps"] == 4
+    assert {name: (run / name).read_bytes() for name in before} == before
+    assert load_checkpoint(run)["step"] == 4
+    # at exactly max_steps a resume is the finished run again (project commands rerun it)
+    assert train(tiny_config(tmp_path, max_steps=4), resume=True, progress=False).step == 4

@@ -1,0 +1,302 @@
+"""Settings declared once: each field of a settings dataclass carries its config section, its
+rule, its help and whether a resumed run must keep it (`setting`). The checks, the `.cfg`
+layout with `--section.key` overrides, the shortcut flags, `--help` and the docs' table are
+all derived from those declarations."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import typing
+from dataclasses import MISSING, Field, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from ..errors import ElmoError, Errors
+from ..validation import Rule
+
+META = "spacy_elmo.setting"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One setting as declared: its attribute `name`, `section` in the config file, default,
+    rule, help, shortcut flags (the first is the canonical one) and the type annotation."""
+
+    name: str
+    section: str
+    default: Any
+    rule: Rule
+    help: str
+    frozen: bool
+    flags: Tuple[str, ...]
+    hint: Any
+
+    @property
+    def is_bool(self) -> bool:
+        """A true/false setting: its flag may stand alone (true)."""
+        return bool(_unwrap(self.hint)[0] is bool)
+
+    @property
+    def path(self) -> str:
+        """Its dotted name in the config file: `section.name`."""
+        return f"{self.section}.{self.name}"
+
+
+def setting(section: str, default: Any, rule: Rule, help: str, *, frozen: bool = False,
+            flags: Optional[Tuple[str, ...]] = None) -> Any:
+    """A dataclass field declaring one setting. `flags`: its shortcut flags (default:
+    `--name` with dashes; `()` for none); `frozen`: a resumed run must keep the value."""
+    meta = {META: {"section": section, "rule": rule, "help": help, "frozen": frozen,
+                   "flags": flags}}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+_DECLARED: Dict[type, Tuple[Declared, ...]] = {}
+
+
+def declared(cls: type) -> Tuple[Declared, ...]:
+    """The settings of a dataclass made with `setting`, in declaration order."""
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple(_declared(f, hints[f.name]) for f in fields(cls))
+    return _DECLARED[cls]
+
+
+def _declared(f: Field, hint: Any) -> Declared:  # type: ignore[type-arg]
+    meta = f.metadata[META]
+    default = f.default
+    if default is MISSING and callable(f.default_factory):
+        default = f.default_factory()
+    flags = meta["flags"]
+    if flags is None:
+        flags = ("--" + f.name.replace("_", "-"),)
+    return Declared(f.name, meta["section"], default, meta["rule"], meta["help"],
+                    meta["frozen"], flags, hint)
+
+
+def sections(cls: type) -> Dict[str, List[Declared]]:
+    """The settings by config section, in declaration order."""
+    result: Dict[str, List[Declared]] = {}
+    for item in declared(cls):
+        result.setdefault(item.section, []).append(item)
+    return result
+
+
+def by_path(cls: type) -> Dict[str, Declared]:
+    return {item.path: item for item in declared(cls)}
+
+
+def by_name(cls: type) -> Dict[str, Declared]:
+    return {item.name: item for item in declared(cls)}
+
+
+def by_flag(cls: type) -> Dict[str, Declared]:
+    return {flag: item for item in declared(cls) for flag in item.flags}
+
+
+def nest(cls: type, flat: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Flat values (attribute names, as in a JSON config) in config-file sections."""
+    where = {item.name: item.section for item in declared(cls)}
+    nested: Dict[str, Dict[str, Any]] = {}
+    for name, value in flat.items():
+        nested.setdefault(where[name], {})[name] = copy.deepcopy(value)
+    return nested
+
+
+def flatten(cls: type, nested: Mapping[str, Any], source: str) -> Dict[str, Any]:
+    """Config-file sections as flat values; a section or key not declared is E111 (a key in
+    the wrong section says which one it belongs to)."""
+    known = by_path(cls)
+    names = {item.name: item for item in declared(cls)}
+    flat: Dict[str, Any] = {}
+    unknown: List[str] = []
+    for section, values in nested.items():
+        if not isinstance(values, dict):
+            unknown.append(f"{section} (a value outside any section)")
+            continue
+        for key, value in values.items():
+            if f"{section}.{key}" in known:
+                flat[key] = value
+            elif key in names:
+                unknown.append(f"{section}.{key} (it belongs in [{names[key].section}])")
+            else:
+                unknown.append(f"{section}.{key}")
+    if unknown:
+        raise ElmoError(Errors.E111.format(path=source, keys=unknown, known=sorted(known)))
+    return flat
+
+
+def set_path(cls: type, nested: Dict[str, Any], path: str, value: Any, flag: str) -> None:
+    """Set `section.key` (or a key below a dict-valued setting, `model.options.lstm_dim`)
+    in config-file sections; a path that names no setting is E127."""
+    known = by_path(cls)
+    parts = path.split(".")
+    head = ".".join(parts[:2])
+    if head not in known or (len(parts) > 2 and not isinstance(known[head].default, dict)):
+        raise ElmoError(Errors.E127.format(flag=flag, close=suggest(cls, flag)))
+    item = known[head]
+    section = nested.setdefault(item.section, {})
+    if len(parts) == 2:
+        section[item.name] = coerce(value, item.hint)
+        return
+    target = section.get(item.name)
+    if not isinstance(target, dict):
+        target = section[item.name] = {}
+    for part in parts[2:-1]:
+        target = target.setdefault(part, {})
+    target[parts[-1]] = value
+
+
+def suggest(cls: type, flag: str) -> str:
+    """A hint naming the setting that `flag` (a shortcut or `--section.key`) was likely
+    meant to be: the same key in its own section, or the closest spelling."""
+    name = flag.lstrip("-").replace("-", "_")
+    for item in declared(cls):
+        if item.name == name.split(".")[-1]:
+            shortcut = f" (or {item.flags[0]})" if item.flags else ""
+            return f" Did you mean --{item.path}{shortcut}?"
+    spellings = [f for f in by_flag(cls) if f.startswith("--")] + [
+        f"--{path}" for path in by_path(cls)]
+    close = difflib.get_close_matches(flag, spellings, n=1)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+def coerce(value: Any, hint: Any) -> Any:
+    """A value parsed as JSON from the command line, made the declared type where that is
+    what was meant: a number for a text setting becomes its text, a single text for a list
+    of texts becomes a list. Anything else is left for the rule to judge."""
+    base, _ = _unwrap(hint)
+    if base is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(value)
+    if _origin(base) is list and isinstance(value, str):
+        return [value]
+    return value
+
+
+def parse_flag(text: Optional[str], hint: Any) -> Any:
+    """A shortcut flag's text as the declared type (None: the flag without a value, which
+    only a true/false setting takes). Text that does not parse is left for the rule."""
+    base, optional = _unwrap(hint)
+    if text is None:
+        return True if base is bool else None
+    if optional and text.lower() in ("null", "none"):
+        return None
+    if base is bool:
+        return {"true": True, "false": False}.get(text.lower(), text)
+    for kind in (int, float):
+        if base is kind:
+            try:
+                return kind(text)
+            except ValueError:
+                return text
+    if _origin(base) is dict:
+        return _json_object(text)
+    return text
+
+
+def _json_object(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ElmoError(Errors.E118.format(text=text, err=err)) from err
+    if not isinstance(value, dict):
+        raise ElmoError(Errors.E118.format(text=text, err="not a JSON object"))
+    return value
+
+
+def _unwrap(hint: Any) -> Tuple[Any, bool]:
+    """(the type inside Optional[...], whether None is allowed)."""
+    args = typing.get_args(hint)
+    if _origin(hint) is typing.Union and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+def _origin(hint: Any) -> Any:
+    return typing.get_origin(hint)
+
+
+def type_name(hint: Any) -> str:
+    """The type as the docs spell it: int, float, bool, str, list of str, dict; `or null`."""
+    base, optional = _unwrap(hint)
+    name = {list: "list of str", dict: "dict"}.get(_origin(base), getattr(base, "__name__",
+                                                                           str(base)))
+    return name + (" or null" if optional else "")
+
+
+def show(value: Any) -> str:
+    """A default as the config file writes it."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def markdown_table(cls: type, intro: Iterable[str]) -> str:
+    """The docs' table of every setting (docs/pretrain_settings.md is this text)."""
+    lines = [*intro, "", "| Setting | Shortcut | Type | Default | Rule | Help |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for item in declared(cls):
+        cell = item.help + (" Kept on resume." if item.frozen else "")
+        lines.append(f"| `{item.path}` | {' '.join(f'`{f}`' for f in item.flags) or '-'} | "
+                     f"{type_name(item.hint)} | `{show(item.default)}` | "
+                     f"{item.rule.what + (' or null' if item.rule.optional else '')} | "
+                     f"{cell.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def help_lines(cls: type) -> List[str]:
+    """One line per setting for `--help`: section.key, shortcut, default and help."""
+    lines = []
+    for section, items in sections(cls).items():
+        lines.append(f"{section}:")
+        for item in items:
+            shortcut = f" ({', '.join(item.flags)})" if item.flags else ""
+            lines.append(f"  --{item.path}{shortcut} = {show(item.default)}: {item.help}")
+    return lines
+
+
+def read_cfg(path: Path) -> Dict[str, Any]:
+    """A `.cfg` file's sections, not interpolated (overrides come first); E131 when it
+    cannot be parsed."""
+    from thinc.api import Config
+
+    if not path.is_file():
+        raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ElmoError(Errors.E131.format(path=path, err=err)) from err
+    try:
+        return dict(Config().from_str(text, interpolate=False))
+    except Exception as err:  # thinc and configparser raise several kinds
+        raise ElmoError(Errors.E131.format(path=path, err=str(err).strip())) from err
+
+
+def interpolate(nested: Dict[str, Any], source: str) -> Dict[str, Any]:
+    """Resolve `${section.key}` references, as spaCy's configs do."""
+    from thinc.api import Config
+
+    try:
+        return dict(Config(nested).interpolate())
+    except Exception as err:
+        raise ElmoError(Errors.E131.format(path=source, err=str(err).strip())) from err
+
+
+def cfg_text(cls: type, flat: Mapping[str, Any]) -> str:
+    """Flat values as a `.cfg` file, every section and setting in declaration order; a
+    dict-valued setting is a subsection (`[model.options]`). Values are written as JSON, so
+    that reading the file (not interpolated: `$` is literal) gives them back."""
+    lines: List[str] = []
+    for section, items in sections(cls).items():
+        lines.append(f"[{section}]")
+        below = [item for item in items if isinstance(item.default, dict)]
+        lines += [f"{item.name} = {show(flat[item.name])}" for item in items
+                  if item not in below]
+        for item in below:
+            lines += ["", f"[{item.path}]"]
+            lines += [f"{key} = {show(value)}" for key, value in flat[item.name].items()]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,247 @@
+"""Pretraining settings declared once: .cfg files with --section.key overrides, the shortcut
+flags that documented commands use, JSON configs and run directories of earlier versions,
+--gpu-id, --help and the docs' table, all from the one declaration."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from thinc.api import Config
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
+from spacy_elmo.pretrain.settings import by_flag, declared
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPAT = ROOT / "tests" / "fixtures" / "compat"
+runner = CliRunner()
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def resolved(*args: str) -> PretrainConfig:
+    """The settings `spacy-elmo pretrain ARGS` would train with (--dry-run prints them)."""
+    result = runner.invoke(app, ["pretrain", *args, "--dry-run"])
+    assert result.exit_code == 0, result.output
+    sections = Config().from_str(result.stdout, interpolate=False)
+    return PretrainConfig(**{k: v for values in sections.values() for k, v in values.items()})
+
+
+def test_docs_table_is_the_rendered_one():
+    table = (ROOT / "docs" / "pretrain_settings.md").read_text(encoding="utf-8")
+    assert table == settings_table(), (
+        "docs/pretrain_settings.md is out of date: python -c 'from spacy_elmo.pretrain.config "
+        "import settings_table; print(settings_table(), end=\"\")' > docs/pretrain_settings.md")
+    for item in declared(PretrainConfig):
+        assert f"| `{item.path}` |" in table
+
+
+def test_help_lists_every_setting():
+    result = runner.invoke(app, ["pretrain", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = flat(result.output)
+    for item in declared(PretrainConfig):
+        assert f"--{item.path}" in text, item.path
+        assert flat(item.help)[:40] in text, item.path
+    assert "--gpu-id" in text
+
+
+@pytest.mark.parametrize("cfg,json_config", [("pretrain_en.cfg", "pretrain_lm_en_v2.json"),
+                                             ("pretrain_zh.cfg", "pretrain_zh_wiki.json")])
+def test_shipped_cfgs_are_the_bundled_recipes(cfg, json_config):
+    assert PretrainConfig.from_file(ROOT / "configs" / cfg) == PretrainConfig.from_file(
+        ROOT / "configs" / json_config)
+
+
+@pytest.mark.parametrize("json_config,command", [
+    ("pretrain_zh_news.json", "configs/pretrain_zh.cfg corpus/zhnews/train.txt.gz --dev "
+     "corpus/zhnews/dev.txt --output runs/zh_news --init-weights bilm/zh_wiki --lr 0.0005 "
+     "--max-steps 16000"),
+    ("pretrain_lm_en.json", "configs/pretrain_en.cfg data/lm_en/enwiki_core.train.*.txt.xz "
+     "--output runs/lm_en_small --shuffle-buffer 0 --optimizer adagrad --lr 0.2 "
+     "--lr-schedule constant --warmup-steps 0 --state-reset 0 --max-steps 200000 "
+     "--eval-every 500 --snapshot-every null --threads 1"),
+])
+def test_other_recipes_are_a_shipped_cfg_with_overrides(json_config, command, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert resolved(*command.split()) == PretrainConfig.from_file(ROOT / "configs" /
+                                                                  json_config)
+
+
+def test_a_json_config_of_an_earlier_version_loads_alone_and_with_flags(tmp_path):
+    path = COMPAT / "pretrain_json" / "pretrain_lm_en_v2.json"
+    data = json.loads(path.read_text())
+    config = PretrainConfig.from_file(path)
+    assert {k: getattr(config, k) for k in data} == data
+    assert config.bilm_options().lstm_dim == 512 and config.preset == "small"
+    via_cli = resolved("--config", str(path), "--max-steps", "7", "--threads", "1")
+    assert (via_cli.max_steps, via_cli.threads, via_cli.lr) == (7, 1, 0.001)
+    assert resolved(str(path), "--max-steps", "7", "--threads", "1") == via_cli  # positional
+
+
+def test_a_run_of_an_earlier_version_resumes_from_the_command_line(tmp_path, monkeypatch):
+    shutil.copytree(COMPAT / "pretrain", tmp_path / "pretrain")
+    monkeypatch.chdir(tmp_path / "pretrain")
+    result = runner.invoke(app, ["pretrain", "--output", "run", "--resume", "--max-steps", "3",
+                                 "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint("run")["step"] == 3
+    assert json.loads(Path("run/config.json").read_text())["max_steps"] == 3
+
+
+def test_cfg_with_section_overrides_and_interpolation(tmp_path):
+    path = tmp_path / "p.cfg"
+    path.write_text('[paths]\ntrain = ["${vars.root}/a.txt"]\n\n[vars]\nroot = "data"\n\n'
+                    '[corpus]\nskip_pattern = "^= .* =$"\n\n[model]\npreset = "small"\n\n'
+                    "[model.options]\nlstm_dim = 512\n", encoding="utf-8")
+    with pytest.raises(ElmoError, match=r"\[E111\].*'vars.root'"):
+        PretrainConfig.from_file(path)
+    path.write_text(path.read_text().replace("${vars.root}", "${paths.output}").replace(
+        '[vars]\nroot = "data"\n', ""))
+    config = resolved(str(path), "--paths.output", "elsewhere", "--model.options.n_highway",
+                      "1", "--training.max_steps", "12", "--corpus.split_sentences", "false")
+    assert config.train == ["elsewhere/a.txt"]  # the override, then interpolation
+    assert config.skip_pattern == "^= .* =$"
+    assert config.options == {"lstm_dim": 512, "n_highway": 1}
+    assert (config.max_steps, config.split_sentences, config.preset) == (12, False, "small")
+    # a number for a text setting is its text; one text for a list is that list
+    config = resolved(str(path), "--paths.output", "2024", "--paths.dev", "d.txt")
+    assert (config.output, config.dev) == ("2024", ["d.txt"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--corpus.max_steps", "3"], r"\[E127\] --corpus.max_steps is not a pretraining setting. "
+                                  r"Did you mean --training.max_steps \(or --max-steps\)\?"),
+    (["--max-step", "3"], r"\[E127\] --max-step is not a pretraining setting. Did you "
+                          r"mean --max-steps\?"),
+    (["--training.max_stpes", "3"], r"Did you mean --training.max_steps\?"),
+    (["--training.max_steps", "0"], r"\[E112\] Pretraining setting max_steps must be a "
+                                    r"positive integer, got 0"),
+    (["--max-steps", "ten"], r"max_steps must be a positive integer, got 'ten'"),
+    (["--max-steps"], r"\[E132\] --max-steps needs a value"),
+    (["--model.options.lstm_dims", "3"], r"Unknown key\(s\) \['lstm_dims'\] in 'options'"),
+    (["--options", "[1]"], r"\[E118\]"),
+])
+def test_bad_overrides_are_named(tmp_path, args, message):
+    result = runner.invoke(app, ["pretrain", str(tmp_path / "c.txt"), "-o",
+                                 str(tmp_path / "run"), *args])
+    assert result.exit_code == 1, result.output
+    assert re.search(message, flat(result.stderr)), result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_cfg_key_in_the_wrong_section_or_unparsable(tmp_path):
+    path = tmp_path / "p.cfg"
+    path.write_text("[corpus]\nmax_steps = 3\n")
+    with pytest.raises(ElmoError, match=r"corpus.max_steps \(it belongs in \[training\]\)"):
+        PretrainConfig.from_file(path)
+    path.write_text("[corpus\nlang = en\n")
+    with pytest.raises(ElmoError, match=r"\[E131\] Could not read the pretraining config"):
+        PretrainConfig.from_file(path)
+    # a missing config file is named as such, not taken for training text
+    result = runner.invoke(app, ["pretrain", str(tmp_path / "absent.cfg"), "--max-steps", "3"])
+    assert result.exit_code == 1 and "[E001] No such file" in result.stderr
+
+
+# Every pretrain command in README.md and project.yml as of this change, with `...` the text
+README_COMMANDS = [
+    "corpus/train.txt --dev corpus/dev.txt --output runs/tiny --lang en --preset tiny "
+    "--vocab-size 20000 --n-negatives 2048 --batch-size 32 --max-steps 2000 --threads 2",
+    "--output runs/tiny --resume",
+    "zh_text.txt.xz --lang zh --output runs/zh --preset tiny --max-steps 20000 "
+    "--n-negatives 1024",
+    "zh_text.txt.xz --lang zh --segmenter jieba --vocab-size 30000 --output runs/zh_words "
+    "--preset tiny",
+    "NEW/PATH/*.txt.xz --dev NEW/dev.txt --output DIR --resume",
+    "data/lm_en/enwiki_core.train.*.txt.xz --dev data/lm_en/enwiki_core.valid.txt.xz "
+    "--config configs/pretrain_lm_en.json --output bilm/run --max-steps 6000 --threads 2 "
+    "--snapshot-every 500 --resume",
+    "data/lm_en/*.train.*.txt.xz --dev data/lm_en/enwiki_core.valid.txt.xz --config "
+    "configs/pretrain_lm_en_v2.json --output bilm/run_v2 --threads 2 --resume",
+    "--config configs/pretrain_zh_wiki.json --output bilm/zh_wiki_run --threads 2 --resume",
+    "--config configs/pretrain_zh_jieba.json --output bilm/zh_jieba_run --max-steps 7000 "
+    "--threads 2 --resume",
+]
+
+
+@pytest.mark.parametrize("command", README_COMMANDS)
+def test_documented_commands_keep_their_meaning(command, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    args = command.split()
+    config = resolved(*args)
+    i = 0
+    while i < len(args):  # each flag set its setting
+        flag = args[i]
+        if flag in by_flag(PretrainConfig):
+            item = by_flag(PretrainConfig)[flag]
+            value = getattr(config, item.name)
+            assert str(value[-1] if isinstance(value, list) else value) == args[i + 1], flag
+        i += 1
+    if not args[0].startswith("-"):
+        assert config.train == [args[0]]
+
+
+def test_every_flag_the_docs_use_is_a_shortcut():
+    """All `--flags` of pretrain commands in README.md and project.yml: shortcuts of a
+    setting, or the command's own options."""
+    own = {"--config", "-c", "--resume", "--overwrite", "--gpu-id", "--device", "--dry-run"}
+    text = (ROOT / "README.md").read_text() + (ROOT / "project.yml").read_text()
+    commands = re.findall(r"(?:spacy-elmo|spacy_elmo) pretrain((?:[^\n`]|\\\n)*)", text)
+    flags = {f for command in commands for f in re.findall(r"(?<![\w-])--[a-z][a-z-]*",
+                                                           command)}
+    assert "--max-steps" in flags and "--threads" in flags and "--resume" in flags
+    assert flags - own - set(by_flag(PretrainConfig)) == set()
+
+
+def test_list_and_bool_shortcuts(tmp_path):
+    config = resolved("a.txt", "b.txt", "--dev", "d1.txt", "--dev=d2.txt", "--split-sentences",
+                      "false", "--sum-over-steps", "--seed", "-3", "--skip-pattern", "^#",
+                      "--max-minutes", "null", "--options", '{"lstm_dim": 32}')
+    assert config.train == ["a.txt", "b.txt"] and config.dev == ["d1.txt", "d2.txt"]
+    assert (config.split_sentences, config.sum_over_steps, config.seed) == (False, True, -3)
+    assert (config.skip_pattern, config.max_minutes, config.options) == ("^#", None,
+                                                                          {"lstm_dim": 32})
+    # a true/false flag without a value, before the training text
+    assert resolved("--split-sentences", "a.txt").train == ["a.txt"]
+
+
+def test_gpu_id_and_the_deprecated_device_flag():
+    assert resolved("a.txt", "--gpu-id", "-1").device == "cpu"
+    assert resolved("a.txt", "--gpu-id", "1").device == "cuda:1"
+    assert resolved("a.txt").device == "auto"
+    result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "[W015] --device is deprecated: use --gpu-id N" in flat(result.stderr)
+    assert 'device = "cpu"' in result.stdout
+    result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--gpu-id", "0"])
+    assert result.exit_code == 1 and "[E130] --gpu-id and --device" in flat(result.stderr)
+
+
+def test_two_config_files_are_refused(tmp_path):
+    path = tmp_path / "p.cfg"
+    path.write_text("[training]\nmax_steps = 3\n")
+    result = runner.invoke(app, ["pretrain", str(path), "--config", str(path)])
+    assert result.exit_code == 1 and "[E130]" in result.stderr
+
+
+def test_init_pretrain_config_writes_the_defaults(tmp_path):
+    out = tmp_path / "p.cfg"
+    result = runner.invoke(app, ["init-pretrain-config", str(out), "--preset", "small",
+                                 "--lang", "en"])
+    assert result.exit_code == 0, result.output
+    assert PretrainConfig.from_file(out) == default_settings(preset_name="small", lang="en")
+    assert PretrainConfig.from_file(out).preset == "small"
+    result = runner.invoke(app, ["init-pretrain-config", str(out)])
+    assert result.exit_code == 1 and "[E026]" in result.stderr  # not replaced
+    result = runner.invoke(app, ["init-pretrain-config", "-"])
+    assert result.exit_code == 0 and result.stdout == default_settings().to_cfg()
+    assert "preset = null" in result.stdout  # tiny, or the shape of init_weights
+    result = runner.invoke(app, ["init-pretrain-config", "-", "--preset", "huge"])
+    assert result.exit_code == 1 and "preset must be one of" in flat(result.stderr)
