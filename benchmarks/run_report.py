@@ -24,10 +24,9 @@ from typing import Dict, List, Optional
 import typer
 
 from spacy_elmo.pretrain.machine import cpu_model
+from spacy_elmo.experiments.wic import cached_probe, chosen
 from spacy_elmo.pretrain.rundir import read_metrics
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from wic_probe import cached_probe, chosen  # noqa: E402
 
 
 def card_name(card: Path) -> str:

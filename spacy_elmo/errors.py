@@ -189,6 +189,11 @@ class Errors(metaclass=Catalogue):
             "component config, --options on the command line).")
     # Outputs and run locks (E070-E079)
     E070 = ("'-' (standard output) is not supported for {what}: give a file name.")
+    # Experiments and configs (E090-E099)
+    E090 = ("The config switches static vectors on ({layers}: include_static_vectors = true) "
+            "but gives no vectors to load ([initialize] vectors is null). Pass a spaCy "
+            "pipeline that holds them, e.g. --paths.vectors vectors/w2v_all/nlp (made by "
+            "`spacy init vectors`), or set include_static_vectors to false.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -289,3 +294,9 @@ class Warnings(metaclass=Catalogue):
     W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
             "missing from it until writing works again; training goes on, and checkpoints "
             "report their own write errors.")
+    # Experiments and configs (W020-W024)
+    W020 = ("Vectors are loaded ([initialize] vectors = {vectors!r}) but no layer reads them "
+            "(include_static_vectors is false everywhere): the model trains without them. "
+            "Switch them on, e.g. --components.tok2vec.model.embed.include_static_vectors "
+            "true (the CNN configs) or --components.<task>.model.tok2vec.features."
+            "include_static_vectors true (the [features ; ELMo] configs).")
