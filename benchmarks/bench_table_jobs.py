@@ -16,20 +16,17 @@ from __future__ import annotations
 
 import datetime
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
-
 from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this script
 
 from spacy_elmo.experiments.runner import run_cells
 from spacy_elmo.experiments.table import make_cells
 from spacy_elmo.pretrain.machine import cpu_model
-
 
 
 def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: str = "0,1",

@@ -17,16 +17,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
 
-from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.experiments.wic import cached_probe, chosen
+from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics
-
 
 
 def card_name(card: Path) -> str:

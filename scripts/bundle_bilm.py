@@ -1,4 +1,6 @@
-"""Export a pretraining run as the package's bundled biLM for a language, with its model card (the logic: spacy_elmo/experiments/bundle.py; `--help` for the usage)."""
+"""Export a pretraining run as the package's bundled biLM for a language, with its model card.
+
+The logic: spacy_elmo/experiments/bundle.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Every biLM that was ever bundled, out of the git history, as snapshots for the curve (the logic: spacy_elmo/experiments/history.py; `--help` for the usage)."""
+"""Every biLM that was ever bundled, out of the git history, as snapshots for the curve.
+
+The logic: spacy_elmo/experiments/history.py; `--help` for the usage."""
 
 import typer
 

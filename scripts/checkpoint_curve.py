@@ -1,4 +1,6 @@
-"""Downstream score against biLM perplexity: one ELMo training per biLM snapshot (the logic: spacy_elmo/experiments/curve.py; `--help` for the usage)."""
+"""Downstream score against biLM perplexity: one ELMo training per biLM snapshot.
+
+The logic: spacy_elmo/experiments/curve.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""The results table and the layer-mix figure from the metrics of the table's runs (the logic: spacy_elmo/experiments/results.py; `--help` for the usage)."""
+"""The results table and the layer-mix figure from the metrics of the table's runs.
+
+The logic: spacy_elmo/experiments/results.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Evaluate every trained pipeline on the dev and test splits of its dataset (the logic: spacy_elmo/experiments/evaluate.py; `--help` for the usage)."""
+"""Evaluate every trained pipeline on the dev and test splits of its dataset.
+
+The logic: spacy_elmo/experiments/evaluate.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Split a text corpus into train and dev files: every N-th line goes to dev (the logic: spacy_elmo/experiments/holdout.py; `--help` for the usage)."""
+"""Split a text corpus into train and dev files: every N-th line goes to dev.
+
+The logic: spacy_elmo/experiments/holdout.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Raw text as JSONL for `spacy pretrain`: one {"text": ...} object per line (the logic: spacy_elmo/experiments/raw_text.py; `--help` for the usage)."""
+"""Raw text as JSONL for `spacy pretrain`: one {"text": ...} object per line.
+
+The logic: spacy_elmo/experiments/raw_text.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Train and evaluate every cell of a results table, resumable (the logic: spacy_elmo/experiments/runner.py; `--help` for the usage)."""
+"""Train and evaluate every cell of a results table, resumable.
+
+The logic: spacy_elmo/experiments/runner.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""The same word in different senses: ELMo vectors tell them apart, the token layer cannot (the logic: spacy_elmo/experiments/similarity.py; `--help` for the usage)."""
+"""The same word in different senses: ELMo vectors tell them apart, the token layer cannot.
+
+The logic: spacy_elmo/experiments/similarity.py; `--help` for the usage."""
 
 import typer
 

@@ -1,4 +1,6 @@
-"""Static word vectors (gensim word2vec) on the biLM's pretraining text, tokenized alike (the logic: spacy_elmo/experiments/word2vec.py; `--help` for the usage)."""
+"""Static word vectors (gensim word2vec) on the biLM's pretraining text, tokenized alike.
+
+The logic: spacy_elmo/experiments/word2vec.py; `--help` for the usage."""
 
 import typer
 

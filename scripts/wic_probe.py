@@ -1,4 +1,6 @@
-"""Does a biLM tell word senses apart? The WiC (word-in-context) probe (the logic: spacy_elmo/experiments/wic.py; `--help` for the usage)."""
+"""Does a biLM tell word senses apart? The WiC (word-in-context) probe.
+
+The logic: spacy_elmo/experiments/wic.py; `--help` for the usage."""
 
 import typer
 

@@ -12,12 +12,9 @@ import typer
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from .test_project import _load_convert
-from .test_wic_probe import ROWS, wic, write_wic
+from spacy_elmo.experiments import convert, holdout, raw_text
 
-convert = _load_convert("convert")
-holdout = _load_convert("holdout")
-raw_text = _load_convert("raw_text")
+from .test_wic_probe import ROWS, wic, write_wic
 
 BOM = "\ufeff"
 

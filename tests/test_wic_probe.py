@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 import typer
 
-from .test_project import _load_convert
-
-wic = _load_convert("wic_probe")
+from spacy_elmo.experiments import curve, similarity, wic
 
 
 def write_wic(root, split, rows):
@@ -77,14 +75,6 @@ def test_probe_runs_end_to_end(tmp_path, tiny_weights_dir):
 
 
 def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weights_dir):
-    import sys
-
-    from .test_project import ROOT
-    sys.path.insert(0, str(ROOT / "scripts"))  # checkpoint_curve imports its neighbours
-    try:
-        curve = _load_convert("checkpoint_curve")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     write_wic(tmp_path / "wic", "train", ROWS)
     write_wic(tmp_path / "wic", "dev", ROWS[:2])
     cache = tmp_path / "wic.json"
@@ -97,14 +87,6 @@ def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weig
 
 
 def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
-    import sys
-
-    from .test_project import ROOT
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        curve = _load_convert("checkpoint_curve")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     for step in (2500, 5000, 7500, 10000):
         snap = tmp_path / "snapshots" / f"step_{step:07d}"
         snap.mkdir(parents=True)
@@ -116,7 +98,7 @@ def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
 
 
 def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
-    demo = _load_convert("similarity_demo")
+    demo = similarity
     senses = ["money", "money", "river", "river"]
     same_far = [np.array([1.0, 0.0]), np.array([0.6, 0.8]),  # money: cosine 0.6
                 np.array([0.0, 1.0]), np.array([0.0, 1.0])]  # river: 1.0

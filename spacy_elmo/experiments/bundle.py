@@ -142,7 +142,7 @@ def swap_in(staging: Path, output: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def hardware(rows: List[Dict[str, Any]], step: int, threads: int) -> str:
+def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> str:
     """Where the run trained up to `step`, from the records each (re)start wrote."""
     starts = [r for r in rows if r.get("type") == "start" and r["step"] < step]
     if not starts:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple, TypeVar
+from typing import Iterator, List, Optional, Tuple, TypeVar, Union
 
 import spacy
 import typer
@@ -208,7 +208,8 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         for start in range(0, len(part), sentences_per_doc):
             group = part[start : start + sentences_per_doc]
             words = [w for ws, _ in group for w in ws]
-            sent_starts = [i == 0 for ws, _ in group for i in range(len(ws))]
+            sent_starts: List[Union[bool, int, None]] = [
+                i == 0 for ws, _ in group for i in range(len(ws))]
             spaces = [False] * len(words) if lang in NO_SPACE_LANGS else _spaces(len(words))
             doc = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=sent_starts)
             doc.ents = biluo_tags_to_spans(doc, [t for _, ts in group for t in _to_biluo(ts)])

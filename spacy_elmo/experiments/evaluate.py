@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
 from .results import complete
 from .runner import evaluate_run
 from .table import TASK_DATASETS

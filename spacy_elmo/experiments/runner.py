@@ -61,7 +61,7 @@ import typer
 
 from ..files import write_json
 from .results import CELL_DONE, CELL_RUNNING, score
-from .table import TABLES, W2V_CONCAT, Cell, finished, cell_record, make_cells, recorded
+from .table import SPLITS, TABLES, W2V_CONCAT, Cell, cell_record, finished, make_cells, recorded
 
 
 def cores() -> int:

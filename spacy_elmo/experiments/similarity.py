@@ -16,6 +16,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import spacy
 import typer
+from spacy.language import Language
+
+from .messages import user_errors
 
 # per language: the word, and (sense, sentence) pairs with it as a token
 DEMOS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
@@ -38,20 +41,43 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
 
+def preview(text: str, width: int = 32) -> str:
+    """The text, or its start cut at a word boundary to at most `width` characters and
+    "..." (text without spaces, such as Chinese, is cut at `width`)."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut if cut > 0 else width].rstrip() + "..."
+
+
+def load(source: Optional[Path], lang: str) -> Language:
+    """A trained pipeline with an `elmo` component (its language wins), or a blank `lang`
+    pipeline with `elmo` over the weights at `source` (None: the bundled biLM)."""
+    if source is not None and (source / "config.cfg").exists():
+        return spacy.load(source)
+    if lang not in DEMOS:
+        raise typer.BadParameter(f"no demo sentences for {lang!r}; languages: {sorted(DEMOS)}")
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo", config={"weights": None if source is None else str(source)})
+    return nlp
+
+
 def main(source: Optional[Path] = typer.Argument(None),
          lang: str = typer.Option("en", help="en or zh (a pipeline's own language wins)")
          ) -> None:
-    if source is not None and (source / "config.cfg").exists():
-        nlp = spacy.load(source)
-        lang = nlp.lang
-    else:
-        nlp = spacy.blank(lang)
-        nlp.add_pipe("elmo", config={"weights": None if source is None else str(source)})
-    if lang not in DEMOS:
-        raise typer.BadParameter(f"no demo sentences for {lang!r}; languages: {sorted(DEMOS)}")
-    word, sentences = DEMOS[lang]
+    with user_errors():  # a missing or damaged biLM: its message, not a traceback
+        compare_senses(load(source, lang))
+
+
+def compare_senses(nlp: Language) -> None:
+    """Print the cosines of the demo word's vectors across the sentences of the pipeline's
+    language, and whether each view separates the senses."""
+    if nlp.lang not in DEMOS:
+        raise typer.BadParameter(f"no demo sentences for {nlp.lang!r}; languages: "
+                                 f"{sorted(DEMOS)}")
+    word, sentences = DEMOS[nlp.lang]
     elmo = nlp.get_pipe("elmo")
-    elmo.cfg["store_layers"] = True
+    elmo.cfg["store_layers"] = True  # type: ignore[attr-defined]
     vecs, layers = [], []
     for _, text in sentences:
         doc = nlp(text)
@@ -69,7 +95,7 @@ def main(source: Optional[Path] = typer.Argument(None),
             same = "same sense " if sentences[a][0] == sentences[b][0] else "other sense"
             typer.echo(f"  {same}  {_cos(vecs[a], vecs[b]):.3f} | "
                        f"{_cos(tokens_only[a], tokens_only[b]):.3f}"
-                       f"   {sentences[a][1][:32]!r} ~ {sentences[b][1][:32]!r}")
+                       f"   {preview(sentences[a][1])!r} ~ {preview(sentences[b][1])!r}")
     typer.echo("every same-sense pair closer than every other-sense pair?")
     views = [("ELMo mix", vecs)] + [(f"layer {k}", [v[k] for v in layers])
                                     for k in range(len(layers[0]))]
@@ -84,7 +110,8 @@ def main(source: Optional[Path] = typer.Argument(None),
 def separation(vectors: List[np.ndarray], senses: List[str]) -> Tuple[float, float]:
     """(lowest same-sense cosine, highest other-sense cosine) over the pairs of vectors,
     `senses[i]` the sense of `vectors[i]`."""
-    same, other = [], []
+    same: List[float] = []
+    other: List[float] = []
     for a in range(len(vectors)):
         for b in range(a + 1, len(vectors)):
             cos = _cos(vectors[a], vectors[b])

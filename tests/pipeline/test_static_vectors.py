@@ -9,9 +9,9 @@ from spacy.cli.init_pipeline import init_vectors_cli
 from spacy.cli.train import train
 from spacy.tokens import DocBin
 
+from spacy_elmo.experiments import word2vec
 from spacy_elmo.pretrain.config import PretrainConfig
 
-from ..test_project import _load_convert
 from .conftest import CONFIGS, toy_docs
 
 
@@ -20,9 +20,8 @@ def _vectors(directory, lang, lines, **settings):
     steps); returns the vectors pipeline and word2vec's own vectors."""
     directory.mkdir()
     (directory / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    w2v = _load_convert("train_word2vec")
     config = PretrainConfig(train=[str(directory / "text.txt")], lang=lang, **settings)
-    w2v.make_vectors(directory, config, dim=8, min_count=1, epochs=2, threads=1)
+    word2vec.make_vectors(directory, config, dim=8, min_count=1, epochs=2, threads=1)
     init_vectors_cli(lang, directory / "vectors.txt", directory / "nlp", prune=-1, truncate=0,
                      mode="default", name=None, verbose=False, jsonl_loc=None, attr="ORTH")
     rows = [line.split(" ") for line in
