@@ -4,7 +4,7 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from ..pipeline.conftest import toy_docs
+from spacy_elmo.experiments.tiny import toy_docs
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,7 @@ from spacy.util import load_config, load_model_from_config, registry
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.table import TABLES, Cell, make_cells
-
-from ..pipeline.conftest import toy_docs
+from spacy_elmo.experiments.tiny import toy_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 
