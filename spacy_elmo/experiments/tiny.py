@@ -4,7 +4,7 @@ download, no training)."""
 from __future__ import annotations
 
 import random
-from typing import List
+from typing import List, Union
 
 import torch
 from spacy.language import Language
@@ -37,7 +37,8 @@ def toy_docs(nlp: Language, n: int, seed: int = 0) -> List[Doc]:
     for _ in range(n):
         city = rng.choice(cities)
         words = [rng.choice(names), "went", "to", city, "today", "."]
-        doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * 5)
+        starts: List[Union[bool, int, None]] = [True] + [False] * 5
+        doc = Doc(nlp.vocab, words=words, sent_starts=starts)
         doc.ents = [Span(doc, 0, 1, "PER"), Span(doc, 3, 4, "LOC")]
         south = city in ("Paris", "Rome")
         doc.cats = {"SOUTH": float(south), "NORTH": float(not south)}
