@@ -26,6 +26,7 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
+from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
@@ -236,7 +237,7 @@ Dev perplexity during training:
 
 License: {about['license']}.
 """
-    (output / "README.md").write_text(card, encoding="utf-8")
+    write_text(output / "README.md", card)
     typer.echo(f"dev perplexity {last_dev.get('dev_ppl', nan):.1f}")
 
 

@@ -27,7 +27,9 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 
-from spacy_elmo.files import atomic_write
+from spacy_elmo.files import atomic_write, guard_output
+
+from .messages import user_errors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 NO_SPACE_LANGS = ("zh", "ja", "th")
@@ -150,8 +152,10 @@ def _blank(lang: str, segmenter: Optional[str] = None) -> Language:
 
 
 def _check_args(input_path: Path, output_path: Path, split: Optional[float],
-                split_output: Optional[Path], limit: int) -> None:
-    """The checks common to both commands, made before anything is read or written."""
+                split_output: Optional[Path], limit: int, *, overwrite: bool = False,
+                inputs: Tuple[Path, ...] = ()) -> None:
+    """The checks common to both commands, made before anything is read or written: the
+    outputs are neither an input (E025) nor, without `overwrite`, existing files (E026)."""
     if limit < 0:
         raise typer.BadParameter(f"--limit must be 0 (all) or a positive count, not {limit}")
     if split is not None and split_output is None:
@@ -162,15 +166,13 @@ def _check_args(input_path: Path, output_path: Path, split: Optional[float],
     if split is not None and not 0 < split < 1:
         raise typer.BadParameter(f"--split must be a fraction between 0 and 1 (e.g. 0.1), "
                                  f"not {split}")
-    outputs = [output_path] + ([split_output] if split_output is not None else [])
-    for out in outputs:
-        if out.is_dir():
-            raise typer.BadParameter(f"{out} is a directory; give a file name such as "
-                                     f"{out / 'train.spacy'}")
-        if out.resolve() == input_path.resolve():
-            raise typer.BadParameter(f"{out} is the input file; give another output")
     if split_output is not None and split_output.resolve() == output_path.resolve():
         raise typer.BadParameter("--split-output must differ from OUTPUT_PATH")
+    outputs = [(output_path, "OUTPUT_PATH")]
+    outputs += [(split_output, "--split-output")] if split_output is not None else []
+    with user_errors():
+        for out, what in outputs:
+            guard_output(out, inputs=[input_path, *inputs], overwrite=overwrite, what=what)
 
 
 def _write(path: Path, db: DocBin) -> None:
@@ -182,18 +184,19 @@ def _write(path: Path, db: DocBin) -> None:
 def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         lang: str = "en", strip_position_digit: bool = False, limit: int = 0,
         cats_from_entities: bool = False, split: Optional[float] = None,
-        split_output: Optional[Path] = None, seed: int = 0) -> None:
+        split_output: Optional[Path] = None, seed: int = 0, overwrite: bool = False) -> None:
     """CoNLL-style NER to .spacy (docs of N sentences, sentence starts set).
 
     --cats-from-entities also sets `doc.cats`: ENTITY if the doc mentions any entity, else
     NO_ENTITY (a text classification task made from the same openly licensed data).
     --split F --split-output PATH moves a random fraction F of the sentences to a second
-    file (a dev set for corpora that have none, e.g. MSRA).
+    file (a dev set for corpora that have none, e.g. MSRA). --overwrite replaces existing
+    outputs.
     """
     if sentences_per_doc < 1:
         raise typer.BadParameter(f"--sentences-per-doc must be 1 or more, not "
                                  f"{sentences_per_doc}")
-    _check_args(input_path, output_path, split, split_output, limit)
+    _check_args(input_path, output_path, split, split_output, limit, overwrite=overwrite)
     nlp = _blank(lang)
     sentences = list(_read_columns(input_path, strip_position_digit))
     if not sentences:
@@ -312,20 +315,22 @@ def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str 
             label_first: bool = False, multilabel: bool = False, limit: int = 0,
             split: Optional[float] = None, split_output: Optional[Path] = None,
             seed: int = 0, label_names: Optional[Path] = None,
-            segmenter: Optional[str] = None) -> None:
+            segmenter: Optional[str] = None, overwrite: bool = False) -> None:
     """Labelled sentences to .spacy with one-hot `doc.cats` (whitespace tokens for sst/trec).
 
     --split F --split-output PATH moves a random fraction F of the rows to a second file
     (e.g. a dev set carved out of TREC's training file). --label-names FILE maps label
     indices to the names on the FILE's lines, one a line (THUCNews' class.txt). --segmenter
     jieba segments Chinese into words (spaCy's zh tokenizer; default: characters).
+    --overwrite replaces existing outputs.
     """
     if format not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, not "
                                  f"{format!r}")
     if label_first and format != "tsv":
         raise typer.BadParameter("--label-first is for --format tsv only")
-    _check_args(input_path, output_path, split, split_output, limit)
+    _check_args(input_path, output_path, split, split_output, limit, overwrite=overwrite,
+                inputs=(label_names,) if label_names is not None else ())
     names = _read_label_names(label_names) if label_names is not None else None
     nlp = _blank(lang, segmenter)
     numbered = list(_read_textcat(input_path, format, label_first))

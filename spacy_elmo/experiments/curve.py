@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple
 import typer
 from spacy.cli.evaluate import evaluate
 
+from ..files import atomic_write, write_json, write_text
 from .results import score
 from .wic import cached_probe, chosen
 
@@ -101,9 +102,8 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
             subprocess.run(command + ["--gpu-id", str(gpu_id)], check=True)
             evaluate(str(run / "model-best"), corpus / "test.spacy", output=result,
                      use_gpu=gpu_id, silent=True)
-            tmp = run / (DONE + ".tmp")
-            tmp.write_text(json.dumps({"command": command[1:]}) + "\n")
-            tmp.replace(done)  # written last: a run stopped before this is trained again
+            # written last: a run stopped before this is trained again
+            write_json(done, {"command": command[1:]})
         wic_acc = wic_dev(path, wic, run / "wic.json") if wic is not None else None
         points.append((name, step, ppl, score(json.loads(result.read_text())), wic_acc))
         typer.echo(f"{name}: dev perplexity {ppl:.1f}, test {points[-1][3]:.1f}")
@@ -116,7 +116,7 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
               f"{'-' if w is None else f'{w:.1f}'} |" for n, s, p, f, w in points]
     if base is not None:
         lines.append(f"| baseline ({baseline}) | - | - | {base:.1f} | - |")
-    (output / "curve.md").write_text("\n".join(lines) + "\n")
+    write_text(output / "curve.md", "\n".join(lines) + "\n")
     try:
         import matplotlib
     except ImportError:
@@ -143,7 +143,8 @@ def main(config: Path, corpus: Path, output: Path, bilms: List[str],
     ax.set_title(f"{corpus.name}: downstream score vs biLM perplexity")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(output / "curve.png", dpi=120)
+    with atomic_write(output / "curve.png", suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=120)
     typer.echo(f"Wrote {output / 'curve.md'} and {output / 'curve.png'}")
 
 

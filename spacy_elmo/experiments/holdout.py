@@ -18,8 +18,10 @@ from typing import IO
 
 import typer
 
-from spacy_elmo.files import atomic_write
+from spacy_elmo.files import atomic_write, guard_output
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
+
+from .messages import user_errors
 
 
 class _BareGzip(gzip.GzipFile):
@@ -46,7 +48,8 @@ def _create(path: Path, like: Path) -> IO[str]:
     return open(path, "w", encoding="utf-8")
 
 
-def _check(input_path: Path, train_out: Path, dev_out: Path, every: int) -> None:
+def _check(input_path: Path, train_out: Path, dev_out: Path, every: int,
+           overwrite: bool = False) -> None:
     if every < 2:
         raise typer.BadParameter(f"--every must be 2 or more (every N-th line goes to dev), "
                                  f"not {every}")
@@ -56,17 +59,18 @@ def _check(input_path: Path, train_out: Path, dev_out: Path, every: int) -> None
         open(input_path, "rb").close()
     except OSError as err:
         raise typer.BadParameter(f"cannot read {input_path}: {err.strerror}") from None
-    for out in (train_out, dev_out):
-        if out.is_dir():
-            raise typer.BadParameter(f"{out} is a directory; give a file name")
-        if out.resolve() == input_path.resolve():
-            raise typer.BadParameter(f"{out} is the input file; give another output")
     if train_out.resolve() == dev_out.resolve():
         raise typer.BadParameter("TRAIN_OUT and DEV_OUT must be different files")
+    with user_errors():  # an output that is the input (E025), or exists (E026)
+        for out, what in ((train_out, "TRAIN_OUT"), (dev_out, "DEV_OUT")):
+            guard_output(out, inputs=[input_path], overwrite=overwrite, what=what)
 
 
-def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100) -> None:
-    _check(input_path, train_out, dev_out, every)
+def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100,
+         overwrite: bool = False) -> None:
+    """Every N-th line of INPUT_PATH to DEV_OUT, the others to TRAIN_OUT (--overwrite:
+    replace existing outputs)."""
+    _check(input_path, train_out, dev_out, every, overwrite)
     n_train = n_dev = 0
     try:
         with atomic_write(train_out) as train_tmp, atomic_write(dev_out) as dev_tmp:

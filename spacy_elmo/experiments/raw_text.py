@@ -19,12 +19,14 @@ from typing import Dict, Iterator, Optional
 import srsly
 import typer
 
-from spacy_elmo.files import atomic_write
+from spacy_elmo.files import atomic_write, guard_output
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
+from .messages import user_errors
 
-def _check(input_path: Path, output: Path, limit: int, skip_pattern: str
-           ) -> Optional[re.Pattern[str]]:
+
+def _check(input_path: Path, output: Path, limit: int, skip_pattern: str,
+           overwrite: bool = False) -> Optional[re.Pattern[str]]:
     """The compiled skip pattern, after checking every argument (nothing is written yet)."""
     if limit < 0:
         raise typer.BadParameter(f"--limit must be 0 (all lines) or a positive count, not "
@@ -40,17 +42,16 @@ def _check(input_path: Path, output: Path, limit: int, skip_pattern: str
         open(input_path, "rb").close()
     except OSError as err:
         raise typer.BadParameter(f"cannot read {input_path}: {err.strerror}") from None
-    if output.is_dir():
-        raise typer.BadParameter(f"{output} is a directory; give a file name such as "
-                                 f"{output / 'raw_text.jsonl'}")
-    if output.resolve() == input_path.resolve():
-        raise typer.BadParameter(f"{output} is the input file; give another output")
+    with user_errors():  # the input (E025), an existing file (E026), a directory (E009)
+        guard_output(output, inputs=[input_path], overwrite=overwrite, what="OUTPUT")
     return skip
 
 
 def main(input_path: Path, output: Path, limit: int = 0,
-         skip_pattern: str = r"^= .* =$") -> None:
-    skip = _check(input_path, output, limit, skip_pattern)
+         skip_pattern: str = r"^= .* =$",
+         overwrite: bool = False) -> None:
+    """One {"text": ...} line per kept line of INPUT_PATH (--overwrite: replace OUTPUT)."""
+    skip = _check(input_path, output, limit, skip_pattern, overwrite)
     n = 0
 
     def lines() -> Iterator[Dict[str, str]]:

@@ -24,6 +24,7 @@ import numpy as np
 import spacy
 import typer
 
+from spacy_elmo.files import atomic_write, write_text
 from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
 NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
@@ -180,7 +181,7 @@ def main(metrics: Path, training: Path, output: Path) -> None:
         table = score_table(rows, datasets)
         if table:
             lines += [f"### {title}", ""] + table + [""]
-    (output / "results.md").write_text("\n".join(lines))
+    write_text(output / "results.md", "\n".join(lines))
     typer.echo("\n".join(lines))
     mixes = layer_mixes(training)
     table = ["| run | component | softmax(w) per layer (token, LSTM 1, LSTM 2, ...) | gamma |",
@@ -188,7 +189,7 @@ def main(metrics: Path, training: Path, output: Path) -> None:
     for run, component, probs, gamma in mixes:
         table.append(f"| {run} | {component} | {', '.join(f'{p:.3f}' for p in probs)} | "
                      f"{gamma:.3f} |")
-    (output / "layer_weights.md").write_text("\n".join(table) + "\n")
+    write_text(output / "layer_weights.md", "\n".join(table) + "\n")
     typer.echo("\n".join(table))
     if mixes:
         import matplotlib
@@ -210,7 +211,8 @@ def main(metrics: Path, training: Path, output: Path) -> None:
         ax.set_title("Which biLM layer each task leans on")
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
         fig.tight_layout()
-        fig.savefig(output / "layer_weights.png", dpi=120)
+        with atomic_write(output / "layer_weights.png", suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=120)
 
 
 if __name__ == "__main__":

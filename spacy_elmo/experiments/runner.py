@@ -59,7 +59,7 @@ from typing import IO, Dict, List, Optional, Tuple
 
 import typer
 
-from ..files import write_json
+from ..files import write_json, write_text
 from .results import CELL_DONE, CELL_RUNNING, score
 from .table import SPLITS, TABLES, W2V_CONCAT, Cell, cell_record, finished, make_cells, recorded
 
@@ -135,7 +135,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
     for old in [run_dir / CELL_DONE] + [metrics / f"{cell.run}.{s}.json" for s in SPLITS]:
         old.unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CELL_RUNNING).write_text(recorded(cell.command) + "\n", encoding="utf-8")
+    write_text(run_dir / CELL_RUNNING, recorded(cell.command) + "\n")
     env = cell_env(threads)
     log = None
     if threads is not None:

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
 import typer
+
+from ..bilm import load_bilm
+from ..files import guard_output, write_json, write_text
+from ..validation import check_all, integer
+from .messages import user_errors
 
 
 @dataclass
@@ -131,9 +137,6 @@ def cached_probe(weights: Path, wic_dir: Optional[Path], cache: Path
     if not cache.exists():
         if wic_dir is None:
             raise FileNotFoundError(f"no WiC result in {cache}, and no WiC directory given")
-        from spacy_elmo.bilm import load_bilm
-        from spacy_elmo.files import write_json
-
         write_json(cache, probe(load_bilm(weights), wic_dir))
     return json.loads(cache.read_text(encoding="utf-8"))
 
@@ -155,22 +158,27 @@ def main(weights: Path = typer.Argument(..., help="biLM weights (directory or fi
          out: Optional[Path] = typer.Option(None, "--out", help="Write the table here"),
          json_out: Optional[Path] = typer.Option(None, "--json", help="Rows as JSON"),
          batch_size: int = typer.Option(64, "--batch-size"),
-         threads: int = typer.Option(2, "--threads")) -> None:
-    import torch
-
-    from spacy_elmo.bilm import load_bilm
-    from spacy_elmo.files import write_json, write_text
-
-    torch.set_num_threads(threads)
-    start = time.perf_counter()
-    rows = probe(load_bilm(weights), wic_dir, batch_size)
+         threads: int = typer.Option(2, "--threads"),
+         overwrite: bool = typer.Option(False, "--overwrite",
+                                        help="Replace existing --out and --json files")) -> None:
+    """Probe the biLM on WiC: each layer's train and dev accuracy of the cosine threshold."""
+    with user_errors():  # a bad setting, output or biLM: its message, not a traceback
+        check_all({"--batch-size": batch_size, "--threads": threads},
+                  {"--batch-size": integer(1), "--threads": integer(1)})
+        outputs = [(path, flag) for path, flag in ((out, "--out"), (json_out, "--json"))
+                   if path is not None]
+        for path, flag in outputs:
+            guard_output(path, inputs=[weights, wic_dir], overwrite=overwrite, what=flag)
+        if out is not None and out == json_out:
+            raise typer.BadParameter("--out and --json must be different files")
+        torch.set_num_threads(threads)
+        start = time.perf_counter()
+        rows = probe(load_bilm(weights), wic_dir, batch_size)
     text = report(rows, weights, time.perf_counter() - start)
     typer.echo(text)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
         write_text(out, text)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         write_json(json_out, rows)
 
 

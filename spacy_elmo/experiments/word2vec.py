@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import deque
 from importlib.metadata import version
@@ -40,6 +39,7 @@ import typer
 from wasabi import msg
 
 from spacy_elmo.errors import ElmoError, Errors
+from spacy_elmo.files import atomic_write, guard_output, write_text
 from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files
@@ -186,9 +186,8 @@ def train_vectors(corpus: TokenFile, out: Path, *, dim: int, window: int, min_co
                             f"read: lower --min-count or give more text.")
     model.train(corpus, total_examples=model.corpus_count, total_words=model.corpus_total_words,
                 epochs=model.epochs)
-    tmp = out.with_name(out.name + ".tmp")
-    model.wv.save_word2vec_format(str(tmp), binary=False)
-    os.replace(tmp, out)
+    with atomic_write(out, suffix=".txt") as tmp:
+        model.wv.save_word2vec_format(str(tmp), binary=False)
     return len(model.wv)
 
 
@@ -238,10 +237,25 @@ def make_vectors(output: Path, config: PretrainConfig, *, pretrain_steps: int = 
                      "gensim": version("gensim")},
         "seconds": round(time.time() - start, 1),
     }
-    tmp = output / "corpus.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, output / "corpus.json")
+    write_text(output / "corpus.json", json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     return record
+
+
+def check_outputs(output: Path, config: PretrainConfig, *, overwrite: bool,
+                  config_path: Optional[Path] = None) -> None:
+    """Before any reading: OUTPUT_DIR is a directory (or will be made), and neither of the
+    files written into it is one of the inputs (E025) or, without `overwrite`, exists
+    (E026)."""
+    inputs: List[Path] = resolve_files(config.train) if config.train else []
+    if config_path is not None:
+        inputs.append(config_path)
+    if output.exists() and not output.is_dir():
+        guard_output(output, inputs=inputs, overwrite=True, what="OUTPUT_DIR")  # an input: E025
+        raise ElmoError(Errors.E028.format(path=output, what="OUTPUT_DIR, where vectors.txt "
+                                                            "and corpus.json are written"))
+    for name in ("vectors.txt", "corpus.json"):
+        guard_output(output / name, inputs=inputs, overwrite=overwrite,
+                     what=f"OUTPUT_DIR/{name}")
 
 
 def main(
@@ -261,10 +275,12 @@ def main(
     epochs: int = 5,
     threads: int = 2,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> None:
     """Train skip-gram word2vec vectors on text read exactly as the biLM reads it. Text
     settings come from --pretrain-config (its seed fixes the file order), overridden by the
-    flags; --seed is word2vec's."""
+    flags; --seed is word2vec's. --overwrite replaces OUTPUT_DIR's vectors.txt and
+    corpus.json."""
     flags: Dict[str, Any] = {"train": list(train) if train else None, "lang": lang,
                              "segmenter": segmenter, "skip_pattern": skip_pattern,
                              "split_sentences": split_sentences}
@@ -274,6 +290,7 @@ def main(
             config = PretrainConfig.from_file(pretrain_config, **flags)
         else:
             config = PretrainConfig(**{k: v for k, v in flags.items() if v is not None})
+        check_outputs(output, config, overwrite=overwrite, config_path=pretrain_config)
         record = make_vectors(output, config, pretrain_steps=pretrain_steps,
                               max_tokens=max_tokens, dim=dim, window=window,
                               min_count=min_count, epochs=epochs, threads=threads, seed=seed)
