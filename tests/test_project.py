@@ -46,6 +46,22 @@ def test_project_commands_reference_existing_files():
                 assert (ROOT / ref).exists(), (command["name"], ref)
 
 
+def test_project_commands_have_full_help_and_rerun_their_guarded_scripts():
+    """`spacy project document` makes the docs' project section from the help texts; a
+    command rerun by `spacy project run` replaces its own outputs (--overwrite: the scripts
+    refuse an existing output without it); `all` promises no command whose inputs are gone
+    (`curve` needs a long run's snapshots, `curve-bundled` none)."""
+    project = _project()
+    for command in project["commands"]:
+        assert len(command.get("help", "")) >= 60, command["name"]
+        for line in command["script"]:
+            if re.match(r"python scripts/(convert|holdout|raw_text|train_word2vec|wic_probe)\.py",
+                        line):
+                assert line.endswith(" --overwrite"), line
+    assert "curve" not in project["workflows"]["all"]
+    assert "curve-bundled" in project["workflows"]["all"]
+
+
 def test_project_deps_are_files_data_or_outputs_of_other_commands():
     project = _project()
     outputs = {out for c in project["commands"] for out in c["outputs"]}
