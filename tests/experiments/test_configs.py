@@ -140,3 +140,20 @@ def test_vectors_that_no_layer_reads_are_a_warning(tmp_path, toy_corpus):
         "paths.dev": str(toy_corpus / "dev.spacy")})
     with pytest.warns(UserWarning, match=r"\[W020\].*include_static_vectors true"):
         init_nlp(config)
+
+
+def test_the_check_is_an_entry_point_so_plain_spacy_train_finds_it():
+    """configs/ner_cnn.cfg names no spacy-elmo component: `spacy train` finds the callback
+    through setup.cfg's spacy_callbacks entry point, which names the registered function."""
+    import configparser
+    import importlib
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    lines = setup["options.entry_points"]["spacy_callbacks"].strip().splitlines()
+    assert len(lines) == 1
+    name, target = (part.strip() for part in lines[0].split("="))
+    module, attr = target.split(":")
+    function = getattr(importlib.import_module(module), attr)
+    assert registry.callbacks.get(name) is function
+    assert f'@callbacks = "{name}"' in (ROOT / "configs" / "ner_cnn.cfg").read_text()
