@@ -26,6 +26,7 @@ from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this sc
 
 from spacy_elmo.experiments.runner import run_cells
 from spacy_elmo.experiments.table import make_cells
+from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 
 
@@ -69,7 +70,7 @@ def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: 
     typer.echo(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text)
 
 
 if __name__ == "__main__":

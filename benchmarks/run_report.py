@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 import typer
 
 from spacy_elmo.experiments.wic import cached_probe, chosen
+from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics
 
@@ -139,7 +140,7 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
              None, help="WiC directory: probe the snapshots that have no wic.json yet"),
          ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(run, command, compare, wic), encoding="utf-8")
+    write_text(out, report(run, command, compare, wic))
     typer.echo(out)
 
 
