@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
 import torch  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
+from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "allennlp_elmo"
@@ -182,7 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     print(text)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
+        write_text(args.output, text)
     return text
 
 

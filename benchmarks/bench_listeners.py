@@ -23,7 +23,7 @@ import datetime  # noqa: E402
 import itertools  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Dict, List, Optional, Sequence, Tuple  # noqa: E402
+from typing import Any, Dict, List, Optional, Sequence, Tuple  # noqa: E402
 
 import spacy  # noqa: E402
 import torch  # noqa: E402
@@ -71,17 +71,17 @@ def seconds_per_update(nlp: Language, batches: List[List[Example]], repeats: int
                        ) -> Dict[str, float]:
     """Best seconds per update over the batches, and the `elmo` component's share."""
     optimizer = Adam(0.001)
-    elmo = nlp.get_pipe("elmo")
+    elmo: Any = nlp.get_pipe("elmo")
     spent = [0.0]
     update = elmo.update
 
-    def timed_update(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def timed_update(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         result = update(*args, **kwargs)
         spent[0] += time.perf_counter() - start
         return result
 
-    elmo.update = timed_update  # type: ignore[method-assign]
+    elmo.update = timed_update
     best, best_elmo = float("inf"), 0.0
     for _ in range(repeats):
         spent[0] = 0.0
@@ -91,7 +91,7 @@ def seconds_per_update(nlp: Language, batches: List[List[Example]], repeats: int
         total = (time.perf_counter() - start) / len(batches)
         if total < best:
             best, best_elmo = total, spent[0] / len(batches)
-    elmo.update = update  # type: ignore[method-assign]
+    elmo.update = update
     return {"update_s": best, "elmo_s": best_elmo}
 
 

@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import datetime
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
+from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this script
 
+from spacy_elmo.experiments.runner import run_cells
+from spacy_elmo.experiments.table import make_cells
+from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_embed import matmul_rate  # noqa: E402
-from run_table import make_cells, run_cells  # noqa: E402
 
 
 def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: str = "0,1",
@@ -73,7 +70,7 @@ def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: 
     typer.echo(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text)
 
 
 if __name__ == "__main__":

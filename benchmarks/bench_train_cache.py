@@ -14,7 +14,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import spacy
 import torch
@@ -63,7 +63,7 @@ def main(train: Path, sentences: int = 2000, weights: Optional[Path] = None,
             examples[name] = [Example(nlp.make_doc(d.text), d) for d in docs]
             nlp.initialize(lambda name=name: examples[name][:200])
         optimizers = {name: nlp.create_optimizer() for name, nlp in runs.items()}
-        times = {name: [] for name in runs}
+        times: Dict[str, List[float]] = {name: [] for name in runs}
         for epoch in range(epochs):
             order = list(range(len(docs)))
             random.Random(epoch).shuffle(order)

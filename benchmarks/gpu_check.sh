@@ -20,10 +20,8 @@ import sys
 from pathlib import Path
 import spacy
 from spacy.tokens import DocBin
-sys.path.insert(0, ".")
-from tests.pipeline.conftest import toy_docs
-from tests.conftest import make_random_bilm
 from spacy_elmo.bilm import save_bilm
+from spacy_elmo.experiments.tiny import make_random_bilm, toy_docs
 out = Path(sys.argv[1])
 nlp = spacy.blank("en")
 DocBin(docs=toy_docs(nlp, 200)).to_disk(out / "train.spacy")

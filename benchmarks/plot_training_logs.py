@@ -18,6 +18,8 @@ from typing import Dict, List, Tuple
 
 import typer
 
+from spacy_elmo.files import atomic_write
+
 ROW = re.compile(r"^\s*\d+\s+(\d+)\s+[\d.\s]+$")
 # the score to plot, by its distance from the end of the row (spaCy's column order)
 COLUMNS = {"ENTS_F": 4, "CATS_MICRO_F": 2}
@@ -64,7 +66,8 @@ def main(output: Path, logs: List[Path]) -> None:
     for ax in list(axes.flat)[len(tasks):]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
+    with atomic_write(output, suffix=output.suffix) as tmp:
+        fig.savefig(tmp, dpi=110)
     typer.echo(f"Wrote {output} ({len(logs)} logs, {len(tasks)} tasks)")
 
 

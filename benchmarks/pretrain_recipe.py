@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from spacy_elmo.files import atomic_write, write_json, write_text
 from spacy_elmo.pretrain.rundir import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,11 +99,11 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
             return  # finished earlier (a larger --cpu-minutes continues it)
     run.mkdir(parents=True, exist_ok=True)
     config_path = run.parent / f"{name}.json"
-    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_json(config_path, config)
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     subprocess.run([sys.executable, "-m", "spacy_elmo", "pretrain", "--config",
                     str(config_path), "--resume"], check=True, env=env)
-    (run / "load.json").write_text(json.dumps({"load": os.getloadavg()[0]}), encoding="utf-8")
+    write_json(run / "load.json", {"load": os.getloadavg()[0]})
 
 
 def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
@@ -149,7 +150,8 @@ def plot(rows: List[Dict[str, Any]], png: Path) -> None:
            title="Pretraining recipes at equal CPU time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(png, dpi=100)
+    with atomic_write(png, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
 
 
@@ -201,7 +203,7 @@ def main(argv: List[str]) -> None:
         rows.append(summary(name, args.runs / name, args.wic))
         text = report(rows, args, "python benchmarks/pretrain_recipe.py " + " ".join(argv))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+        write_text(args.out, text)
         plot(rows, args.out.with_suffix(".png"))
         print(text, flush=True)
 

@@ -17,17 +17,15 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
 
+from spacy_elmo.experiments.wic import cached_probe, chosen
+from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from wic_probe import cached_probe, chosen  # noqa: E402
 
 
 def card_name(card: Path) -> str:
@@ -142,7 +140,7 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
              None, help="WiC directory: probe the snapshots that have no wic.json yet"),
          ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(run, command, compare, wic), encoding="utf-8")
+    write_text(out, report(run, command, compare, wic))
     typer.echo(out)
 
 

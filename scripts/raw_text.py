@@ -1,89 +1,10 @@
-"""Raw text as JSONL for `spacy pretrain`: one {"text": ...} object per non-empty line.
+"""Raw text as JSONL for `spacy pretrain`: one {"text": ...} object per line.
 
-  python scripts/raw_text.py INPUT OUTPUT [--limit N] [--skip-pattern REGEX]
+The logic: spacy_elmo/experiments/raw_text.py; `--help` for the usage."""
 
-INPUT may be plain, .gz or .xz, in UTF-8 (a byte order mark is dropped). Title lines of the
-Wikipedia dumps (`= ... =`) are skipped by default, as in the biLM pretraining config, so both
-pretraining methods see the same text. OUTPUT is written atomically: a failed or interrupted
-run leaves the old one.
-"""
-
-from __future__ import annotations
-
-import gzip
-import lzma
-import re
-from pathlib import Path
-from typing import Dict, Iterator, Optional
-
-import srsly
 import typer
 
-from spacy_elmo.files import atomic_write
-from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
-
-
-def _check(input_path: Path, output: Path, limit: int, skip_pattern: str
-           ) -> Optional[re.Pattern[str]]:
-    """The compiled skip pattern, after checking every argument (nothing is written yet)."""
-    if limit < 0:
-        raise typer.BadParameter(f"--limit must be 0 (all lines) or a positive count, not "
-                                 f"{limit}")
-    try:
-        skip = re.compile(skip_pattern) if skip_pattern else None
-    except re.error as err:
-        raise typer.BadParameter(f"--skip-pattern {skip_pattern!r} is not a regular "
-                                 f"expression: {err}") from None
-    if not input_path.is_file():
-        raise typer.BadParameter(f"no such file: {input_path}")
-    try:
-        open(input_path, "rb").close()
-    except OSError as err:
-        raise typer.BadParameter(f"cannot read {input_path}: {err.strerror}") from None
-    if output.is_dir():
-        raise typer.BadParameter(f"{output} is a directory; give a file name such as "
-                                 f"{output / 'raw_text.jsonl'}")
-    if output.resolve() == input_path.resolve():
-        raise typer.BadParameter(f"{output} is the input file; give another output")
-    return skip
-
-
-def main(input_path: Path, output: Path, limit: int = 0,
-         skip_pattern: str = r"^= .* =$") -> None:
-    skip = _check(input_path, output, limit, skip_pattern)
-    n = 0
-
-    def lines() -> Iterator[Dict[str, str]]:
-        nonlocal n
-        with open_text(input_path) as f:
-            for line in f:
-                text = line.strip()
-                if not text or (skip is not None and skip.match(text)):
-                    continue
-                yield {"text": text}
-                n += 1
-                if limit and n >= limit:
-                    return
-
-    try:
-        with atomic_write(output, suffix=".jsonl") as tmp:
-            srsly.write_jsonl(tmp, lines())
-            if n == 0:
-                raise typer.BadParameter(
-                    f"{input_path} has no text lines to keep (it is empty, or every line is "
-                    f"blank or matches --skip-pattern {skip_pattern!r}); {output} was left as "
-                    "it was")
-    except UnicodeDecodeError:
-        bad = first_undecodable_line(input_path)
-        where = f"{input_path}:{bad}" if bad else str(input_path)
-        raise typer.BadParameter(f"{where}: not UTF-8; convert the file to UTF-8 first "
-                                 f"({output} was left as it was)") from None
-    except (EOFError, gzip.BadGzipFile, lzma.LZMAError) as err:
-        raise typer.BadParameter(f"cannot read {input_path}: {err or type(err).__name__} (is "
-                                 f"it damaged, or not compressed as its name says?); {output} "
-                                 "was left as it was") from None
-    typer.echo(f"{input_path} -> {output}: {n} lines")
-
+from spacy_elmo.experiments.raw_text import main
 
 if __name__ == "__main__":
     typer.run(main)

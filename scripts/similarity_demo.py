@@ -1,96 +1,10 @@
 """The same word in different senses: ELMo vectors tell them apart, the token layer cannot.
 
-  python scripts/similarity_demo.py [PIPELINE_OR_WEIGHTS] [--lang en|zh]
+The logic: spacy_elmo/experiments/similarity.py; `--help` for the usage."""
 
-PIPELINE_OR_WEIGHTS: a trained pipeline with an `elmo` component (its language decides), or
-biLM weights (a directory or weights.hdf5); default: the biLM bundled for --lang. English:
-"bank" (money, river); Chinese: the character 行 in 银行 (bank) and in 步行 (to walk), as
-spaCy's default `zh` tokenizer splits characters.
-"""
-
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Dict, List, Optional, Tuple
-
-import numpy as np
-import spacy
 import typer
 
-# per language: the word, and (sense, sentence) pairs with it as a token
-DEMOS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
-    "en": ("bank", [
-        ("money", "I deposited the money at the bank on Monday ."),
-        ("money", "The bank raised its interest rates again ."),
-        ("river", "We had a picnic on the grassy bank of the river ."),
-        ("river", "The boat drifted towards the muddy bank ."),
-    ]),
-    "zh": ("行", [
-        ("bank", "我在银行存了一笔钱。"),
-        ("bank", "这家银行又提高了利率。"),
-        ("walk", "我们一起步行去学校。"),
-        ("walk", "他每天步行上班。"),
-    ]),
-}
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
-
-
-def main(source: Optional[Path] = typer.Argument(None),
-         lang: str = typer.Option("en", help="en or zh (a pipeline's own language wins)")
-         ) -> None:
-    if source is not None and (source / "config.cfg").exists():
-        nlp = spacy.load(source)
-        lang = nlp.lang
-    else:
-        nlp = spacy.blank(lang)
-        nlp.add_pipe("elmo", config={"weights": None if source is None else str(source)})
-    if lang not in DEMOS:
-        raise typer.BadParameter(f"no demo sentences for {lang!r}; languages: {sorted(DEMOS)}")
-    word, sentences = DEMOS[lang]
-    elmo = nlp.get_pipe("elmo")
-    elmo.cfg["store_layers"] = True
-    vecs, layers = [], []
-    for _, text in sentences:
-        doc = nlp(text)
-        tokens = [t.text for t in doc]
-        if word not in tokens:
-            raise typer.BadParameter(f"{word!r} is not a token of {text!r} ({tokens}): the "
-                                     f"demo needs the pipeline's default tokenizer")
-        i = tokens.index(word)
-        vecs.append(doc._.elmo[i])
-        layers.append(doc._.elmo_layers[:, i])
-    tokens_only = [v[0] for v in layers]
-    typer.echo(f"cosine similarity of {word!r} (ELMo mix | token layer only):")
-    for a in range(len(sentences)):
-        for b in range(a + 1, len(sentences)):
-            same = "same sense " if sentences[a][0] == sentences[b][0] else "other sense"
-            typer.echo(f"  {same}  {_cos(vecs[a], vecs[b]):.3f} | "
-                       f"{_cos(tokens_only[a], tokens_only[b]):.3f}"
-                       f"   {sentences[a][1][:32]!r} ~ {sentences[b][1][:32]!r}")
-    typer.echo("every same-sense pair closer than every other-sense pair?")
-    views = [("ELMo mix", vecs)] + [(f"layer {k}", [v[k] for v in layers])
-                                    for k in range(len(layers[0]))]
-    senses = [sense for sense, _ in sentences]
-    for name, vectors in views:
-        same_min, other_max = separation(vectors, senses)
-        verdict = "yes" if same_min > other_max else "no"
-        typer.echo(f"  {name}: {verdict} (closest other-sense pair {other_max:.3f}, "
-                   f"farthest same-sense pair {same_min:.3f})")
-
-
-def separation(vectors: List[np.ndarray], senses: List[str]) -> Tuple[float, float]:
-    """(lowest same-sense cosine, highest other-sense cosine) over the pairs of vectors,
-    `senses[i]` the sense of `vectors[i]`."""
-    same, other = [], []
-    for a in range(len(vectors)):
-        for b in range(a + 1, len(vectors)):
-            cos = _cos(vectors[a], vectors[b])
-            (same if senses[a] == senses[b] else other).append(cos)
-    return min(same), max(other)
-
+from spacy_elmo.experiments.similarity import main
 
 if __name__ == "__main__":
     typer.run(main)

@@ -196,6 +196,11 @@ class Errors(metaclass=Catalogue):
     E072 = ("'{path}' holds files that are not a model export's ({names}); an export "
             "replaces the whole directory. Choose a new or empty directory, or move them "
             "out first.")
+    # Experiments and configs (E090-E099)
+    E090 = ("The config switches static vectors on ({layers}: include_static_vectors = true) "
+            "but gives no vectors to load ([initialize] vectors is null). Pass a spaCy "
+            "pipeline that holds them, e.g. --paths.vectors vectors/w2v_all/nlp (made by "
+            "`spacy init vectors`), or set include_static_vectors to false.")
     # Pretraining (E100-E149)
     E100 = ("No corpus files match {pattern!r} (resolved relative to '{cwd}'). Pass text files, "
             "globs or directories of .txt/.gz/.xz files.")
@@ -335,3 +340,9 @@ class Warnings(metaclass=Catalogue):
             "(killed, or the machine went down): taking it over.")
     W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "
             "(vocab.txt, snapshots, the export) are not read as training or dev text.")
+    # Experiments and configs (W020-W024)
+    W020 = ("Vectors are loaded ([initialize] vectors = {vectors!r}) but no layer reads them "
+            "(include_static_vectors is false everywhere): the model trains without them. "
+            "Switch them on, e.g. --components.tok2vec.model.embed.include_static_vectors "
+            "true (the CNN configs) or --components.<task>.model.tok2vec.features."
+            "include_static_vectors true (the [features ; ELMo] configs).")

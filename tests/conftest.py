@@ -7,15 +7,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from spacy_elmo.bilm import BiLM, BiLMOptions, save_bilm  # noqa: E402
+from spacy_elmo.bilm import BiLM, save_bilm  # noqa: E402
+from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm  # noqa: E402,F401
 
 torch.set_num_threads(1)
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures" / "allennlp_elmo"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-TINY_OPTIONS = BiLMOptions(lstm_dim=12, projection_dim=6, n_layers=2, char_embed_dim=4,
-                           filters=((1, 4), (2, 4), (3, 8)), n_highway=1)
 
 
 @pytest.fixture(scope="session")
@@ -26,16 +24,6 @@ def fixture_dir() -> Path:
 @pytest.fixture(scope="session")
 def fixture_sentences():
     return json.loads((FIXTURE_DIR / "sentences.json").read_text())
-
-
-def make_random_bilm(options: BiLMOptions = TINY_OPTIONS, seed: int = 0) -> BiLM:
-    torch.manual_seed(seed)
-    bilm = BiLM(options)
-    with torch.no_grad():  # make biases non-trivial so that layouts are really tested
-        for p in bilm.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-        bilm.encoder.char_embedding.weight[0].zero_()
-    return bilm.eval()
 
 
 @pytest.fixture

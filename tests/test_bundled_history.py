@@ -7,9 +7,8 @@ import subprocess
 import pytest
 import typer
 
-from .test_project import ROOT, _load_convert
+from spacy_elmo.experiments import curve, history
 
-history = _load_convert("bundled_history")
 MODEL = "pkg/data/model"
 OLD_CARD = ("| training | 3461 steps of 64 rows x 20 tokens, 4.4M tokens; adagrad |\n"
             "| dev perplexity | 298.0 (mean of forward 298.7 and backward 297.2) |\n")
@@ -58,8 +57,6 @@ def test_each_bundled_version_becomes_a_snapshot(tmp_path, monkeypatch):
     dev = json.loads((out / "step_12500" / "dev.json").read_text())
     assert dev["step"] == 12500 and dev["dev_ppl"] == 136.6 and len(dev["commit"]) == 40
     # the layout checkpoint_curve.py reads: a directory of step_*/dev.json snapshots
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # it imports scripts/compare.py
-    curve = _load_convert("checkpoint_curve")
     assert sorted(curve._expand([str(out)])) == [str(out / "step_12500"),
                                                  str(out / "step_3461")]
 

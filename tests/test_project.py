@@ -1,6 +1,5 @@
 """The spaCy project and its scripts: commands point at real files; converters are right."""
 
-import importlib.util
 import re
 import shutil
 import sys
@@ -13,16 +12,10 @@ import typer
 from spacy.tokens import DocBin
 from thinc.api import Config
 
+from spacy_elmo.experiments import convert, results, runner
+from spacy_elmo.experiments.table import CHOSEN_LATER
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_convert(name="convert"):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _project():
@@ -53,6 +46,22 @@ def test_project_commands_reference_existing_files():
                 assert (ROOT / ref).exists(), (command["name"], ref)
 
 
+def test_project_commands_have_full_help_and_rerun_their_guarded_scripts():
+    """`spacy project document` makes the docs' project section from the help texts; a
+    command rerun by `spacy project run` replaces its own outputs (--overwrite: the scripts
+    refuse an existing output without it); `all` promises no command whose inputs are gone
+    (`curve` needs a long run's snapshots, `curve-bundled` none)."""
+    project = _project()
+    for command in project["commands"]:
+        assert len(command.get("help", "")) >= 60, command["name"]
+        for line in command["script"]:
+            if re.match(r"python scripts/(convert|holdout|raw_text|train_word2vec|wic_probe)\.py",
+                        line):
+                assert line.endswith(" --overwrite"), line
+    assert "curve" not in project["workflows"]["all"]
+    assert "curve-bundled" in project["workflows"]["all"]
+
+
 def test_project_deps_are_files_data_or_outputs_of_other_commands():
     project = _project()
     outputs = {out for c in project["commands"] for out in c["outputs"]}
@@ -71,11 +80,10 @@ def test_project_deps_are_files_data_or_outputs_of_other_commands():
     (["B-ORG", "O", "M-ORG"], ["U-ORG", "O", "U-ORG"]),
 ])
 def test_tag_schemes_to_biluo(tags, expected):
-    assert _load_convert()._to_biluo(tags) == expected
+    assert convert._to_biluo(tags) == expected
 
 
 def test_convert_ner_and_textcat(tmp_path):
-    convert = _load_convert()
     conll = tmp_path / "ner.txt"
     conll.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"
                      "German JJ B-NP B-MISC\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
@@ -120,7 +128,7 @@ def test_convert_ner_and_textcat(tmp_path):
 
 
 def test_results_table_puts_models_down_tasks_across_with_the_difference_to_cnn():
-    compare = _load_convert("compare")
+    compare = results
     rows = {("ner", "cnn"): {0: {"dev": 90.0, "test": 85.0}},
             ("ner", "elmo"): {0: {"dev": 91.0, "test": 87.5}},
             ("trec", "elmo"): {0: {"dev": 80.0, "test": 78.0}},
@@ -142,7 +150,7 @@ def _metrics(directory, runs):
 
 
 def test_results_table_aggregates_seeds_as_mean_and_each_seed(tmp_path):
-    compare = _load_convert("compare")
+    compare = results
     _metrics(tmp_path / "m", {
         "ner_cnn": (90.0, 80.0),                # no suffix: seed 0
         "ner_cnn_s1": (91.0, 81.0),
@@ -168,61 +176,9 @@ def test_results_table_aggregates_seeds_as_mean_and_each_seed(tmp_path):
         compare.collect(tmp_path / "dup")
 
 
-VECTOR_KEYS = {("paths", "vectors"), ("initialize", "vectors")}
-
-
-@pytest.mark.parametrize("base,with_vectors", [
-    ("ner_cnn", "ner_cnn_vectors"), ("textcat_cnn", "textcat_cnn_vectors"),
-    ("zh_ner_cnn", "zh_ner_cnn_vectors"), ("zh_textcat_cnn", "zh_textcat_cnn_vectors"),
-    ("ner_elmo_concat", "ner_elmo_concat_vectors"),
-    ("textcat_elmo_concat", "textcat_elmo_concat_vectors"),
-    ("zh_ner_elmo_concat", "zh_ner_elmo_concat_vectors"),
-    ("zh_textcat_elmo_concat", "zh_textcat_elmo_concat_vectors")])
-def test_word2vec_configs_differ_from_their_row_only_by_the_vectors(base, with_vectors):
-    def flat(name):
-        config = Config().from_disk(ROOT / "configs" / f"{name}.cfg", interpolate=False)
-        out = {}
-        for section, values in config.items():
-            stack = [(section, values)]
-            while stack:
-                path, node = stack.pop()
-                for key, value in node.items():
-                    if isinstance(value, dict):
-                        stack.append((f"{path}.{key}", value))
-                    else:
-                        out[(path, key)] = value
-        return out
-
-    a, b = flat(base), flat(with_vectors)
-    static = {k for k in b if k[1] == "include_static_vectors"}
-    assert len(static) == 1 and b[static.pop()] is True
-    differing = {k for k in a.keys() | b.keys() if a.get(k, "-") != b.get(k, "-")}
-    assert {(s.split(".")[0], k) for s, k in differing if k != "include_static_vectors"} == \
-        VECTOR_KEYS
-    assert b[("paths", "vectors")] is None and b[("initialize", "vectors")] == "${paths.vectors}"
-
-
-def test_chinese_features_elmo_configs_are_the_english_ones_in_chinese():
-    for task in ("ner", "textcat"):
-        zh = Config().from_disk(ROOT / "configs" / f"zh_{task}_elmo_concat.cfg",
-                                interpolate=False)
-        en = Config().from_disk(ROOT / "configs" / f"{task}_elmo_concat.cfg", interpolate=False)
-        assert zh["nlp"]["lang"] == "zh"
-        zh["nlp"]["lang"] = "en"
-        assert zh == en
-
-
-def _run_table():
-    sys.path.insert(0, str(ROOT / "scripts"))  # run_table imports compare, as when run
-    try:
-        return _load_convert("run_table")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-
-
 @pytest.mark.parametrize("table", ["en", "zh"])
 def test_every_table_cell_has_its_config_and_overrides_that_exist(table):
-    run_table = _run_table()
+    run_table = runner
     tasks = list(run_table.TABLES[table])
     values = {"weights": "W", "news_weights": "N", "jieba_weights": "J", "w2v": "V"}
     cells = run_table.make_cells(table, tasks, None, [0, 3], values, [])
@@ -243,7 +199,7 @@ def test_every_table_cell_has_its_config_and_overrides_that_exist(table):
             weights = args[args.index("--paths.elmo_weights") + 1]
             expected = {"elmo_news": "N"}.get(cell.row, "J" if "jieba" in cell.task else "W")
             if cell.waits:  # THUCNews' concat rows: the biLM that elmo/elmo_news choose
-                expected = run_table.CHOSEN_LATER
+                expected = CHOSEN_LATER
                 assert cell.task == "thucnews" and cell.row.startswith("elmo_concat")
             assert weights == expected, cell.run
     rows = {(c.task, c.row) for c in cells}
@@ -275,7 +231,7 @@ def _tiny_trec_project(tmp_path, monkeypatch):
 
 def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkeypatch,
                                                                 capsys):
-    run_table = _run_table()
+    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     settings = dict(tasks="trec", rows="cnn,cnnpre", seeds="0", weights="null",
                     news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
@@ -301,7 +257,7 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
 
 
 def test_table_runner_restores_archived_cells_on_a_new_machine(tmp_path, monkeypatch, capsys):
-    run_table = _run_table()
+    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     archive = tmp_path / "benchmarks" / "cells"
     settings = dict(tasks="trec", rows="cnn", seeds="0", weights="null", news_weights="N",
@@ -334,7 +290,7 @@ def test_table_runner_restores_archived_cells_on_a_new_machine(tmp_path, monkeyp
 
 def test_table_runner_runs_cells_in_parallel_and_reports_a_failed_one(tmp_path, monkeypatch,
                                                                       capsys):
-    run_table = _run_table()
+    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     budget = ["--training.max_steps", "2", "--training.eval_frequency", "1"]
     good = run_table.make_cells("en", ["trec"], ["cnn"], [0, 1], {"weights": "null"}, budget)

@@ -12,12 +12,9 @@ import typer
 from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
-from .test_project import _load_convert
-from .test_wic_probe import ROWS, wic, write_wic
+from spacy_elmo.experiments import convert, holdout, raw_text
 
-convert = _load_convert("convert")
-holdout = _load_convert("holdout")
-raw_text = _load_convert("raw_text")
+from .test_wic_probe import ROWS, wic, write_wic
 
 BOM = "\ufeff"
 
@@ -39,14 +36,14 @@ def _source(tmp_path, name, text):
 def _ner(tmp_path, text, name="ner.txt", **kwargs):
     source = _source(tmp_path, name, text)
     out = tmp_path / "ner.spacy"
-    convert.ner(source, out, **{"sentences_per_doc": 1, **kwargs})
+    convert.ner(source, out, **{"sentences_per_doc": 1, "overwrite": True, **kwargs})
     return _docs(out)
 
 
 def _textcat(tmp_path, text, name="rows.txt", **kwargs):
     source = _source(tmp_path, name, text)
     out = tmp_path / "cats.spacy"
-    convert.textcat(source, out, **kwargs)
+    convert.textcat(source, out, **{"overwrite": True, **kwargs})
     return {d.text: [label for label, v in d.cats.items() if v] for d in _docs(out)}
 
 
@@ -299,12 +296,12 @@ def test_holdout_failure_midway_leaves_the_old_outputs(tmp_path):
                        + "caf\u00e9\n".encode("latin-1"))
     train, dev = _old_outputs(tmp_path)
     with pytest.raises(typer.BadParameter, match=r"corpus\.txt:3001: not UTF-8"):
-        holdout.main(source, train, dev, every=10)
+        holdout.main(source, train, dev, every=10, overwrite=True)
     assert train.read_text() == "old train\n" and dev.read_text() == "old dev\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "dev.txt",
                                                           "train.txt"]
     with pytest.raises(typer.BadParameter, match="fewer than --every 100"):
-        holdout.main(tmp_path / "train.txt", tmp_path / "t.txt", dev, every=100)
+        holdout.main(tmp_path / "train.txt", tmp_path / "t.txt", dev, every=100, overwrite=True)
     assert not (tmp_path / "t.txt").exists() and dev.read_text() == "old dev\n"
 
 
@@ -323,10 +320,10 @@ def test_raw_text_non_utf8_input_keeps_the_old_output(tmp_path):
     source.write_bytes(b"Some text .\n" + "caf\u00e9 .\n".encode("latin-1"))
     out.write_text('{"text":"old"}\n')
     with pytest.raises(typer.BadParameter, match=r"wiki\.txt:2: not UTF-8"):
-        raw_text.main(source, out)
+        raw_text.main(source, out, overwrite=True)
     assert out.read_text() == '{"text":"old"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.jsonl", "wiki.txt"]
-    _assert_clean_failure(_cli(raw_text.main, [source, out]))
+    _assert_clean_failure(_cli(raw_text.main, [source, out, "--overwrite"]))
     assert out.read_text() == '{"text":"old"}\n'
 
 

@@ -4,11 +4,10 @@ the formats as published, not only the hand-written samples of the other tests."
 import spacy
 from spacy.tokens import DocBin
 
-from .conftest import shared_data
-from .test_project import _load_convert
-from .test_wic_probe import wic
+from spacy_elmo.experiments import convert
 
-convert = _load_convert("convert")
+from .conftest import shared_data
+from .test_wic_probe import wic
 
 
 def test_conll2003_sentences_and_its_four_entity_types(tmp_path):

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 import typer
 
-from .test_project import _load_convert
-
-wic = _load_convert("wic_probe")
+from spacy_elmo.experiments import curve, similarity, wic
 
 
 def write_wic(root, split, rows):
@@ -77,14 +75,6 @@ def test_probe_runs_end_to_end(tmp_path, tiny_weights_dir):
 
 
 def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weights_dir):
-    import sys
-
-    from .test_project import ROOT
-    sys.path.insert(0, str(ROOT / "scripts"))  # checkpoint_curve imports its neighbours
-    try:
-        curve = _load_convert("checkpoint_curve")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     write_wic(tmp_path / "wic", "train", ROWS)
     write_wic(tmp_path / "wic", "dev", ROWS[:2])
     cache = tmp_path / "wic.json"
@@ -97,14 +87,6 @@ def test_curve_adds_each_biLMs_wic_dev_accuracy_and_keeps_it(tmp_path, tiny_weig
 
 
 def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
-    import sys
-
-    from .test_project import ROOT
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        curve = _load_convert("checkpoint_curve")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     for step in (2500, 5000, 7500, 10000):
         snap = tmp_path / "snapshots" / f"step_{step:07d}"
         snap.mkdir(parents=True)
@@ -116,7 +98,7 @@ def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
 
 
 def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
-    demo = _load_convert("similarity_demo")
+    demo = similarity
     senses = ["money", "money", "river", "river"]
     same_far = [np.array([1.0, 0.0]), np.array([0.6, 0.8]),  # money: cosine 0.6
                 np.array([0.0, 1.0]), np.array([0.0, 1.0])]  # river: 1.0
@@ -131,3 +113,44 @@ def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, caps
         assert f"cosine similarity of {word}" in out
         assert "every same-sense pair closer than every other-sense pair?" in out
         assert out.count(": yes (") + out.count(": no (") == 4  # the mix and 3 layers
+
+
+def _run(main, args):
+    from typer.testing import CliRunner
+
+    app = typer.Typer(add_completion=False)
+    app.command()(main)
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def test_missing_weights_are_one_line_not_a_traceback(tmp_path):
+    """Issue 31: wic_probe and similarity_demo printed a 150-line traceback ending in E001."""
+    write_wic(tmp_path / "wic", "train", ROWS)
+    write_wic(tmp_path / "wic", "dev", ROWS[:2])
+    for main, args in ((wic.main, [tmp_path / "gone", tmp_path / "wic"]),
+                       (similarity.main, [tmp_path / "gone"])):
+        code, output = _run(main, args)
+        assert code == 1 and "[E001]" in output and "gone" in output, output
+        assert "Traceback" not in output and len(output.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("flag", ["--threads", "--batch-size"])
+def test_wic_probe_refuses_a_count_below_one(tmp_path, tiny_weights_dir, flag):
+    """`wic_probe --threads 0` died with torch's RuntimeError."""
+    write_wic(tmp_path / "wic", "train", ROWS)
+    write_wic(tmp_path / "wic", "dev", ROWS[:2])
+    code, output = _run(wic.main, [tiny_weights_dir, tmp_path / "wic", flag, "0"])
+    assert code == 1 and "[E020]" in output and flag in output and "positive" in output
+    assert "RuntimeError" not in output
+
+
+def test_similarity_previews_end_at_a_word_boundary():
+    """The quickstart demo cut its previews mid-word ("...at the ban")."""
+    text = "I deposited the money at the bank on Monday ."
+    assert similarity.preview(text) == "I deposited the money at the..."
+    assert similarity.preview("The bank raised rates .") == "The bank raised rates ."
+    assert similarity.preview("我在银行存了一笔钱。" * 5, width=8) == "我在银行存了一笔..."
+    for _, sentence in similarity.DEMOS["en"][1]:
+        shown = similarity.preview(sentence)
+        assert shown == sentence or sentence.startswith(shown[:-3] + " ")

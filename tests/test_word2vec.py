@@ -8,18 +8,17 @@ import pytest
 
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.experiments import word2vec
 from spacy_elmo.pretrain.batches import TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, resolve_files
-
-from .test_project import _load_convert
 
 TITLE = "^= .* =$"
 
 
 @pytest.fixture(scope="module")
 def w2v():
-    return _load_convert("train_word2vec")
+    return word2vec
 
 
 def _corpus(directory, n_files=3):

@@ -1,11 +1,11 @@
-import random
 from pathlib import Path
 
 import pytest
 import spacy
-from spacy.tokens import Doc, DocBin, Span
+from spacy.tokens import DocBin
 
 from spacy_elmo.bilm import save_bilm
+from spacy_elmo.experiments.tiny import toy_docs
 
 from ..conftest import make_random_bilm
 
@@ -24,22 +24,6 @@ def nlp_elmo(weights_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(weights_dir), "store_layers": True})
     return nlp
-
-
-def toy_docs(nlp, n: int, seed: int = 0):
-    rng = random.Random(seed)
-    names = ["Alice", "Bob", "Carol", "Dave"]
-    cities = ["Paris", "London", "Berlin", "Rome"]
-    docs = []
-    for _ in range(n):
-        city = rng.choice(cities)
-        words = [rng.choice(names), "went", "to", city, "today", "."]
-        doc = Doc(nlp.vocab, words=words, sent_starts=[True] + [False] * 5)
-        doc.ents = [Span(doc, 0, 1, "PER"), Span(doc, 3, 4, "LOC")]
-        south = city in ("Paris", "Rome")  # a label the text decides
-        doc.cats = {"SOUTH": float(south), "NORTH": float(not south)}
-        docs.append(doc)
-    return docs
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,13 @@ from spacy.cli.init_pipeline import init_vectors_cli
 from spacy.cli.train import train
 from spacy.tokens import DocBin
 
+from spacy_elmo.experiments import word2vec
+from spacy_elmo.experiments.table import STATIC_VECTORS
 from spacy_elmo.pretrain.config import PretrainConfig
 
-from ..test_project import _load_convert
 from .conftest import CONFIGS, toy_docs
+
+CNN_VECTORS = STATIC_VECTORS["cnn"]  # the overrides of the word2vec rows
 
 
 def _vectors(directory, lang, lines, **settings):
@@ -20,9 +23,8 @@ def _vectors(directory, lang, lines, **settings):
     steps); returns the vectors pipeline and word2vec's own vectors."""
     directory.mkdir()
     (directory / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    w2v = _load_convert("train_word2vec")
     config = PretrainConfig(train=[str(directory / "text.txt")], lang=lang, **settings)
-    w2v.make_vectors(directory, config, dim=8, min_count=1, epochs=2, threads=1)
+    word2vec.make_vectors(directory, config, dim=8, min_count=1, epochs=2, threads=1)
     init_vectors_cli(lang, directory / "vectors.txt", directory / "nlp", prune=-1, truncate=0,
                      mode="default", name=None, verbose=False, jsonl_loc=None, attr="ORTH")
     rows = [line.split(" ") for line in
@@ -47,7 +49,7 @@ def _train(config_name, corpus, out, vectors, **extra):
 
 def test_cnn_with_word2vec_vectors_trains_and_uses_them(en_vectors, toy_corpus, tmp_path):
     path, gensim_vectors = en_vectors
-    nlp = _train("ner_cnn_vectors.cfg", toy_corpus, tmp_path / "out", path)
+    nlp = _train("ner_cnn.cfg", toy_corpus, tmp_path / "out", path, **{CNN_VECTORS: True})
     vectors = nlp.vocab.vectors
     assert vectors.shape == (len(gensim_vectors), 8)
     np.testing.assert_allclose(nlp.vocab["Alice"].vector, gensim_vectors["Alice"], atol=1e-6)
@@ -60,8 +62,9 @@ def test_cnn_with_word2vec_vectors_trains_and_uses_them(en_vectors, toy_corpus, 
 
 def test_word2vec_features_beside_elmo_train(en_vectors, toy_corpus, weights_dir, tmp_path):
     path, gensim_vectors = en_vectors
-    nlp = _train("textcat_elmo_concat_vectors.cfg", toy_corpus, tmp_path / "out", path,
-                 **{"paths.elmo_weights": str(weights_dir)})
+    nlp = _train("textcat_elmo_concat.cfg", toy_corpus, tmp_path / "out", path,
+                 **{"paths.elmo_weights": str(weights_dir),
+                    STATIC_VECTORS["elmo_concat"].format(kind="textcat"): True})
     assert nlp.vocab.vectors.shape == (len(gensim_vectors), 8)
     textcat = nlp.get_pipe("textcat").model
     assert any(node.name == "static_vectors" for node in textcat.walk())
@@ -87,7 +90,8 @@ def test_chinese_character_vectors_train_the_chinese_row(tmp_path):
     assert {"北", "京", "。"} <= set(gensim_vectors)
     DocBin(docs=docs).to_disk(tmp_path / "train.spacy")
     DocBin(docs=docs[:4]).to_disk(tmp_path / "dev.spacy")
-    trained = _train("zh_textcat_cnn_vectors.cfg", tmp_path, tmp_path / "out", path)
+    trained = _train("textcat_cnn.cfg", tmp_path, tmp_path / "out", path,
+                     **{"nlp.lang": "zh", CNN_VECTORS: True})
     assert trained.vocab.vectors.shape == (len(gensim_vectors), 8)
     np.testing.assert_allclose(trained.vocab["北"].vector, gensim_vectors["北"], atol=1e-6)
     doc = trained("小明去广州了。")

@@ -347,8 +347,8 @@ def test_spacy_train_runs(config_name, weights_dir, toy_corpus, tmp_path):
 
 
 @pytest.mark.parametrize("config_name,lang", [
-    ("ner_cnn.cfg", "en"), ("textcat_cnn.cfg", "en"), ("zh_ner_cnn.cfg", "zh"),
-    ("zh_textcat_cnn.cfg", "zh")])
+    ("ner_cnn.cfg", "en"), ("textcat_cnn.cfg", "en"), ("ner_cnn.cfg", "zh"),
+    ("textcat_cnn.cfg", "zh")])
 def test_cnn_baselines_load_spacy_pretrain_weights(config_name, lang, tmp_path):
     """--paths.init_tok2vec must reach the tok2vec (spaCy ignores it silently when the
     training config has no [pretraining] section)."""
@@ -358,7 +358,8 @@ def test_cnn_baselines_load_spacy_pretrain_weights(config_name, lang, tmp_path):
     nlp = spacy.blank(lang)
     DocBin(docs=toy_docs(nlp, 4)).to_disk(tmp_path / "train.spacy")
     base = load_config(CONFIGS / config_name).merge({"paths": {
-        "train": str(tmp_path / "train.spacy"), "dev": str(tmp_path / "train.spacy")}})
+        "train": str(tmp_path / "train.spacy"), "dev": str(tmp_path / "train.spacy")},
+        "nlp": {"lang": lang}})  # --nlp.lang zh: the Chinese rows
     fresh = init_nlp(base)
     tok2vec = fresh.get_pipe("tok2vec").model
     for node in tok2vec.walk():  # weights no fresh initialisation would give

@@ -2,25 +2,21 @@
 
 import json
 import re
-import sys
 
 import pytest
 
 from spacy_elmo.bilm import load_bilm
+from spacy_elmo.experiments import bundle as bundle_module
 from spacy_elmo.pretrain.rundir import read_metrics
 from spacy_elmo.pretrain.trainer import train
 
-from ..test_project import ROOT, _load_convert
+from ..test_project import ROOT
 from .conftest import tiny_config
 
 
 @pytest.fixture(scope="module")
 def bundle():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        yield _load_convert("bundle_bilm")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    return bundle_module
 
 
 def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path, bundle):

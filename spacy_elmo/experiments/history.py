@@ -1,0 +1,94 @@
+"""Every biLM that was ever bundled, out of the git history, as snapshots for the curve.
+
+  python scripts/bundled_history.py OUTPUT [--model spacy_elmo/data/elmo_en_small]
+
+Each commit that changed MODEL/weights.hdf5 gives OUTPUT/step_<step>/ with that commit's
+`options.json`, `weights.hdf5` and model card (`README.md`), and a `dev.json` with the
+pretraining step, tokens and dev perplexity that the card states, and the commit: the
+directory layout of `spacy-elmo pretrain --snapshot-every` snapshots, so that
+`scripts/checkpoint_curve.py ... OUTPUT` trains one downstream run per bundled biLM. This is
+how the perplexity-vs-F1 curve is made where a pretraining run's own snapshots are gone (they
+are not committed; the bundled biLMs are). Needs a git checkout of the project (a clone, not
+an installed package). A snapshot already extracted from the same commit is kept.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Union
+
+import typer
+from wasabi import msg
+
+from spacy_elmo.files import atomic_write, read_json_object, write_json
+
+# besides the model card, README.md
+FILES = ("options.json", "weights.hdf5")
+# the model card's rows, as scripts/bundle_bilm.py writes them (with or without thousands
+# separators): "| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens; ..." and
+# "| dev perplexity | 136.6 at step 12500 (mean of ..." or "| dev perplexity | 298.0 (mean ..."
+STEPS = re.compile(r"^\| training \| ([\d,]+) steps\b.*?([\d.]+)M tokens", re.MULTILINE)
+PERPLEXITY = re.compile(r"^\| dev perplexity \| ([\d.]+)\b", re.MULTILINE)
+
+
+def git(*args: str, cwd: Path) -> bytes:
+    """Standard output of a git command in `cwd`; a clear error outside a git checkout."""
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
+    except FileNotFoundError as err:
+        raise typer.BadParameter("git is not installed: this script reads the git "
+                                 "history") from err
+    except subprocess.CalledProcessError as err:
+        raise typer.BadParameter(f"git {' '.join(args)} failed in {cwd}: "
+                                 f"{err.stderr.decode(errors='replace').strip()} (run it in a "
+                                 "git clone of spacy-elmo, not in an installed package)") from err
+
+
+def card_figures(card: str) -> Dict[str, Union[int, float]]:
+    """Step, tokens (millions) and dev perplexity that a bundled model card states."""
+    steps, ppl = STEPS.search(card), PERPLEXITY.search(card)
+    if steps is None or ppl is None:
+        raise ValueError("the card has no '| training | N steps ... M tokens' or no "
+                         "'| dev perplexity | P' row")
+    return {"step": int(steps.group(1).replace(",", "")),
+            "tokens_millions": float(steps.group(2)), "dev_ppl": float(ppl.group(1))}
+
+
+def commits(model: str, repo: Path) -> List[str]:
+    """The commits that changed MODEL/weights.hdf5, oldest first."""
+    out = git("log", "--format=%H", "--reverse", "--", f"{model}/weights.hdf5", cwd=repo)
+    return out.decode().split()
+
+
+def main(output: Path, model: str = typer.Option(
+        "spacy_elmo/data/elmo_en_small", help="the bundled model's directory in the repo"),
+         repo: Path = typer.Option(Path("."), help="the git checkout")) -> None:
+    found = commits(model, repo)
+    if not found:
+        raise typer.BadParameter(f"no commit in {repo} changed {model}/weights.hdf5: is "
+                                 "--model a bundled model's directory?")
+    for commit in found:
+        card = git("show", f"{commit}:{model}/README.md", cwd=repo)
+        try:
+            info = card_figures(card.decode())
+        except ValueError as err:
+            msg.warn(f"{commit[:7]}: skipped, {err}")
+            continue
+        target = output / f"step_{info['step']}"
+        dev = target / "dev.json"
+        if dev.exists() and read_json_object(dev, "a snapshot's dev.json").get("commit") == commit:
+            msg.info(f"{target}: kept (commit {commit[:7]})")
+            continue
+        files = {name: git("show", f"{commit}:{model}/{name}", cwd=repo) for name in FILES}
+        for name, data in {**files, "README.md": card}.items():
+            with atomic_write(target / name) as tmp:
+                tmp.write_bytes(data)
+        write_json(dev, {**info, "commit": commit})  # last: marks the snapshot complete
+        msg.good(f"{target}: commit {commit[:7]}, step {info['step']}, "
+                 f"{info['tokens_millions']}M tokens, dev perplexity {info['dev_ppl']}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

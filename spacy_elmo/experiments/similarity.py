@@ -1,0 +1,123 @@
+"""The same word in different senses: ELMo vectors tell them apart, the token layer cannot.
+
+  python scripts/similarity_demo.py [PIPELINE_OR_WEIGHTS] [--lang en|zh]
+
+PIPELINE_OR_WEIGHTS: a trained pipeline with an `elmo` component (its language decides), or
+biLM weights (a directory or weights.hdf5); default: the biLM bundled for --lang. English:
+"bank" (money, river); Chinese: the character 行 in 银行 (bank) and in 步行 (to walk), as
+spaCy's default `zh` tokenizer splits characters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import spacy
+import typer
+from spacy.language import Language
+
+from .messages import user_errors
+
+# per language: the word, and (sense, sentence) pairs with it as a token
+DEMOS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
+    "en": ("bank", [
+        ("money", "I deposited the money at the bank on Monday ."),
+        ("money", "The bank raised its interest rates again ."),
+        ("river", "We had a picnic on the grassy bank of the river ."),
+        ("river", "The boat drifted towards the muddy bank ."),
+    ]),
+    "zh": ("行", [
+        ("bank", "我在银行存了一笔钱。"),
+        ("bank", "这家银行又提高了利率。"),
+        ("walk", "我们一起步行去学校。"),
+        ("walk", "他每天步行上班。"),
+    ]),
+}
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def preview(text: str, width: int = 32) -> str:
+    """The text, or its start cut at a word boundary to at most `width` characters and
+    "..." (text without spaces, such as Chinese, is cut at `width`)."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut if cut > 0 else width].rstrip() + "..."
+
+
+def load(source: Optional[Path], lang: str) -> Language:
+    """A trained pipeline with an `elmo` component (its language wins), or a blank `lang`
+    pipeline with `elmo` over the weights at `source` (None: the bundled biLM)."""
+    if source is not None and (source / "config.cfg").exists():
+        return spacy.load(source)
+    if lang not in DEMOS:
+        raise typer.BadParameter(f"no demo sentences for {lang!r}; languages: {sorted(DEMOS)}")
+    nlp = spacy.blank(lang)
+    nlp.add_pipe("elmo", config={"weights": None if source is None else str(source)})
+    return nlp
+
+
+def main(source: Optional[Path] = typer.Argument(None),
+         lang: str = typer.Option("en", help="en or zh (a pipeline's own language wins)")
+         ) -> None:
+    with user_errors():  # a missing or damaged biLM: its message, not a traceback
+        compare_senses(load(source, lang))
+
+
+def compare_senses(nlp: Language) -> None:
+    """Print the cosines of the demo word's vectors across the sentences of the pipeline's
+    language, and whether each view separates the senses."""
+    if nlp.lang not in DEMOS:
+        raise typer.BadParameter(f"no demo sentences for {nlp.lang!r}; languages: "
+                                 f"{sorted(DEMOS)}")
+    word, sentences = DEMOS[nlp.lang]
+    elmo = nlp.get_pipe("elmo")
+    elmo.cfg["store_layers"] = True  # type: ignore[attr-defined]
+    vecs, layers = [], []
+    for _, text in sentences:
+        doc = nlp(text)
+        tokens = [t.text for t in doc]
+        if word not in tokens:
+            raise typer.BadParameter(f"{word!r} is not a token of {text!r} ({tokens}): the "
+                                     f"demo needs the pipeline's default tokenizer")
+        i = tokens.index(word)
+        vecs.append(doc._.elmo[i])
+        layers.append(doc._.elmo_layers[:, i])
+    tokens_only = [v[0] for v in layers]
+    typer.echo(f"cosine similarity of {word!r} (ELMo mix | token layer only):")
+    for a in range(len(sentences)):
+        for b in range(a + 1, len(sentences)):
+            same = "same sense " if sentences[a][0] == sentences[b][0] else "other sense"
+            typer.echo(f"  {same}  {_cos(vecs[a], vecs[b]):.3f} | "
+                       f"{_cos(tokens_only[a], tokens_only[b]):.3f}"
+                       f"   {preview(sentences[a][1])!r} ~ {preview(sentences[b][1])!r}")
+    typer.echo("every same-sense pair closer than every other-sense pair?")
+    views = [("ELMo mix", vecs)] + [(f"layer {k}", [v[k] for v in layers])
+                                    for k in range(len(layers[0]))]
+    senses = [sense for sense, _ in sentences]
+    for name, vectors in views:
+        same_min, other_max = separation(vectors, senses)
+        verdict = "yes" if same_min > other_max else "no"
+        typer.echo(f"  {name}: {verdict} (closest other-sense pair {other_max:.3f}, "
+                   f"farthest same-sense pair {same_min:.3f})")
+
+
+def separation(vectors: List[np.ndarray], senses: List[str]) -> Tuple[float, float]:
+    """(lowest same-sense cosine, highest other-sense cosine) over the pairs of vectors,
+    `senses[i]` the sense of `vectors[i]`."""
+    same: List[float] = []
+    other: List[float] = []
+    for a in range(len(vectors)):
+        for b in range(a + 1, len(vectors)):
+            cos = _cos(vectors[a], vectors[b])
+            (same if senses[a] == senses[b] else other).append(cos)
+    return min(same), max(other)
+
+
+if __name__ == "__main__":
+    typer.run(main)

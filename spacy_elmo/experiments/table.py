@@ -1,0 +1,234 @@
+"""The results tables: tasks x rows, each cell's `spacy train` command composed from a base
+config and overrides (language, static vectors, fine-tuning, seed, budget), and the test of
+whether a finished cell was trained with the settings asked for now."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .results import CELL_DONE
+
+CONFIGS = Path("configs")  # relative to the project directory, as the commands name them
+KINDS = ("ner", "textcat")
+
+
+@dataclass(frozen=True)
+class Task:
+    dataset: str  # corpus/<dataset>/
+    kind: str  # "ner" or "textcat": the config family and the component's name
+    rows: Tuple[str, ...]  # the rows run by default
+    lang: str = "en"  # --nlp.lang of its configs
+    tokenizer: str = ""  # "jieba": the jieba-word configs (configs/zh_<kind>_<row>_jieba.cfg)
+    bilm: str = "weights"  # which biLM option the ELMo rows take
+    # ELMo rows whose biLMs compete on dev: the task's other ELMo rows take the winner's
+    rivals: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    config: str  # the architecture: "cnn", "elmo" or "elmo_concat" (configs/<kind>_<config>.cfg)
+    paths: Dict[str, str] = field(default_factory=dict)  # --paths.X values ({weights} etc.)
+    overrides: Dict[str, str] = field(default_factory=dict)  # other overrides ({kind})
+    vectors: bool = False  # static vectors (--paths.vectors) in its embedding
+
+
+EN_ROWS = ("cnn", "cnnpre", "cnnw2vsame", "cnnw2vall", "elmo", "elmo_concat",
+           "elmo_concat_w2v")
+ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat")
+TABLES: Dict[str, Dict[str, Task]] = {
+    "en": {
+        "ner": Task("conll", "ner", EN_ROWS + ("elmo_ft",)),
+        "wnut": Task("wnut", "ner", EN_ROWS + ("elmo_ft",)),
+        "sst5": Task("sst5", "textcat", EN_ROWS),
+        "trec": Task("trec", "textcat", EN_ROWS),
+    },
+    "zh": {
+        "msra": Task("msra", "ner", ZH_NER_ROWS, lang="zh"),
+        "weibo": Task("weibo", "ner", ZH_NER_ROWS, lang="zh"),
+        "resume": Task("resume", "ner", ZH_NER_ROWS, lang="zh"),
+        "thucnews": Task("thucnews", "textcat", ("cnn", "cnnw2v", "elmo", "elmo_news",
+                                                 "elmo_concat", "elmo_concat_w2v"),
+                         lang="zh", rivals=("elmo", "elmo_news")),
+        "thucnewsjieba": Task("thucnews_jieba", "textcat", ("cnn", "elmo"), lang="zh",
+                              tokenizer="jieba", bilm="jieba_weights"),
+    },
+}
+ROWS: Dict[str, Row] = {
+    "cnn": Row("cnn"),
+    "cnnpre": Row("cnn", {"init_tok2vec": "pretrain_cnn/model-last.bin"}),
+    "cnnw2vsame": Row("cnn", {"vectors": "vectors/w2v_same/nlp"}, vectors=True),
+    "cnnw2vall": Row("cnn", {"vectors": "vectors/w2v_all/nlp"}, vectors=True),
+    "cnnw2v": Row("cnn", {"vectors": "vectors/zh_w2v/nlp"}, vectors=True),
+    "elmo": Row("elmo", {"elmo_weights": "{weights}"}),
+    "elmo_ft": Row("elmo", {"elmo_weights": "{weights}"},
+                   {"components.{kind}.model.tok2vec.grad_factor": "1.0"}),
+    "elmo_news": Row("elmo", {"elmo_weights": "{news_weights}"}),
+    "elmo_concat": Row("elmo_concat", {"elmo_weights": "{weights}"}),
+    "elmo_concat_w2v": Row("elmo_concat", {"elmo_weights": "{weights}", "vectors": "{w2v}"},
+                           vectors=True),
+}
+W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp"}
+SPLITS = ("train", "dev", "test")  # corpus/<dataset>/<split>.spacy: every cell needs all three
+# where each architecture's static vectors are switched on ({kind}: the task's component)
+STATIC_VECTORS = {"cnn": "components.tok2vec.model.embed.include_static_vectors",
+                  "elmo_concat": "components.{kind}.model.tok2vec.features."
+                                 "include_static_vectors"}
+TASK_DATASETS = {name: task.dataset for tasks in TABLES.values() for name, task in tasks.items()}
+
+
+@dataclass
+class Cell:
+    task: str
+    row: str
+    seed: int
+    corpus: Path  # corpus/<dataset>: train, dev and test .spacy files
+    command: List[str]
+    needs: List[Path]  # inputs that must exist (config, corpus, vectors, weights)
+    # a row that takes the biLM its task's rivals choose: their mean dev scores once
+    # chosen (recorded in cell.json), None while they are not all finished
+    chosen_by: Optional[Dict[str, float]] = None
+    waits: bool = False
+
+    @property
+    def run(self) -> str:
+        return f"{self.task}_{self.row}_s{self.seed}"
+
+
+CHOSEN_LATER = "<chosen-on-dev>"  # a waiting cell's biLM in --dry-run's listing
+
+
+def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
+    """A cell's base config and the overrides that make it this task's row (language, static
+    vectors, the row's own); --paths.* values come from the row, the seed and budget from
+    the table."""
+    if task.tokenizer:
+        config = CONFIGS / f"{task.lang}_{task.kind}_{row.config}_{task.tokenizer}.cfg"
+    else:
+        config = CONFIGS / f"{task.kind}_{row.config}.cfg"
+    overrides: Dict[str, str] = {}
+    if task.lang != "en" and not task.tokenizer:
+        overrides["nlp.lang"] = task.lang
+    if row.vectors:
+        overrides[STATIC_VECTORS[row.config].format(kind=task.kind)] = "true"
+    overrides.update({k.format(kind=task.kind): v for k, v in row.overrides.items()})
+    return config, overrides
+
+
+def is_follower(task: Task, row_name: str) -> bool:
+    """Whether the row takes the biLM that the task's rival ELMo rows choose."""
+    return (bool(task.rivals) and row_name not in task.rivals
+            and ROWS[row_name].paths.get("elmo_weights") == "{weights}")
+
+
+def choose_bilm(table: str, name: str, seeds: List[int], values: Dict[str, str],
+                budget: List[str], training: Path) -> Optional[Tuple[str, Dict[str, float]]]:
+    """The biLM (a weights value) of the task's rival ELMo row with the best mean dev
+    score, and every rival's mean; None until all their cells are finished."""
+    task = TABLES[table][name]
+    rivals = make_cells(table, [name], list(task.rivals), seeds, values, budget, training)
+    if not rivals or not all(finished(c, training) for c in rivals):
+        return None
+    dev = {row: sum(cell_record(c, training)["dev"] for c in rivals if c.row == row) / len(seeds)
+           for row in task.rivals}
+    best = max(task.rivals, key=lambda row: dev[row])  # a tie: the first listed
+    task_values = {**values, "weights": values[task.bilm]}
+    return ROWS[best].paths["elmo_weights"].format(**task_values), dev
+
+
+def cell_record(cell: Cell, training: Path) -> Dict[str, Any]:
+    """The cell.json of a finished cell."""
+    data: Dict[str, Any] = json.loads((training / cell.run / CELL_DONE).read_text(
+        encoding="utf-8"))
+    return data
+
+
+def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: List[int],
+               values: Dict[str, str], budget: List[str], training: Path = Path("training")
+               ) -> List[Cell]:
+    """Every (task, row, seed) of the table, with its `spacy train` command (output in
+    `training`/<run>)."""
+    cells = []
+    for name in tasks:
+        task = TABLES[table][name]
+        choice = None
+        if task.rivals and any(is_follower(task, r) for r in rows or task.rows):
+            choice = choose_bilm(table, name, seeds, values, budget, training)
+        for row_name in rows or task.rows:
+            row = ROWS[row_name]
+            config, overrides = compose(task, row)
+            corpus = Path("corpus") / task.dataset
+            task_values = {**values, "weights": values[task.bilm]}
+            follower = is_follower(task, row_name)
+            if follower:
+                task_values["weights"] = CHOSEN_LATER if choice is None else choice[0]
+            paths = {k: v.format(**task_values) for k, v in row.paths.items()}
+            for seed in seeds:
+                command = [sys.executable, "-m", "spacy", "train", str(config), "--output",
+                           str(training / f"{name}_{row_name}_s{seed}"),
+                           "--paths.train", str(corpus / "train.spacy"),
+                           "--paths.dev", str(corpus / "dev.spacy"),
+                           "--system.seed", str(seed), *budget]
+                for key, value in paths.items():
+                    command += [f"--paths.{key}", value]
+                for key, value in overrides.items():
+                    command += [f"--{key}", value]
+                needs = [config] + [corpus / f"{split}.spacy" for split in SPLITS]
+                needs += [Path(v) for k, v in paths.items() if v not in ("null", CHOSEN_LATER)]
+                cells.append(Cell(name, row_name, seed, corpus, command, needs,
+                                  chosen_by=choice[1] if follower and choice else None,
+                                  waits=follower and choice is None))
+    return cells
+
+
+def recorded(command: List[str]) -> str:
+    """A cell's command as its cell.json records it (`python` for the interpreter)."""
+    return "python " + " ".join(command[1:])
+
+
+def _legacy_configs() -> Dict[str, Tuple[str, Dict[str, str]]]:
+    """The per-variant config files the tables used before composition (e.g.
+    configs/zh_ner_cnn_vectors.cfg), each as its base config and overrides: archived cells
+    record those commands."""
+    legacy = {}
+    for kind in KINDS:
+        for lang in ("en", "zh"):
+            for stem, vectors in (("cnn", False), ("cnn_vectors", True), ("elmo", False),
+                                  ("elmo_concat", False), ("elmo_concat_vectors", True)):
+                base = stem.replace("_vectors", "")
+                task = Task("", kind, (), lang=lang)
+                config, overrides = compose(task, Row(base, vectors=vectors))
+                prefix = "" if lang == "en" else f"{lang}_"
+                legacy[str(CONFIGS / f"{prefix}{kind}_{stem}.cfg")] = (str(config), overrides)
+    return legacy
+
+
+LEGACY_CONFIGS = _legacy_configs()
+
+
+def settings(command: str) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
+    """What makes two recorded commands train the same cell: the base config and every
+    option but the device (--gpu-id), in any order; a legacy per-variant config counts as
+    its base config with its overrides."""
+    words = command.split()
+    if len(words) < 5:  # no record of a `python -m spacy train CONFIG ...` command
+        return command, ()
+    config, options = words[4], words[5:]
+    pairs = dict(zip(options[::2], options[1::2], strict=False))
+    base, overrides = LEGACY_CONFIGS.get(config, (config, {}))
+    for key, value in overrides.items():
+        pairs.setdefault(f"--{key}", value)
+    pairs.pop("--gpu-id", None)
+    return base, tuple(sorted(pairs.items()))
+
+
+def finished(cell: Cell, training: Path) -> bool:
+    """Whether the cell's cell.json records a run of this very command (other settings,
+    e.g. another biLM or budget: not finished, trained again)."""
+    if not (training / cell.run / CELL_DONE).exists():
+        return False
+    return settings(cell_record(cell, training).get("command", "")) == \
+        settings(recorded(cell.command))
