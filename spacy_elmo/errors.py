@@ -7,6 +7,8 @@ does: `Errors.E001` is "[E001] No such file: ...". Codes are grouped in sections
 from __future__ import annotations
 
 import re
+import warnings
+from typing import Optional, Type
 
 CODE = re.compile(r"[EW]\d{3}")
 
@@ -20,6 +22,46 @@ def first_line(err: BaseException) -> str:
     of another library's error, to quote in a message of the catalogue."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+class ElmoWarning(UserWarning):
+    """A spacy-elmo warning (see `warn`)."""
+
+
+def warn(message: str, *, stacklevel: int = 1) -> None:
+    """Warn with a message of the catalogue: a real Python warning (category ElmoWarning,
+    filterable, seen by pytest.warns), printed as its message alone, without the source
+    line. stacklevel counts from the caller, as `warnings.warn`'s does."""
+    _show_message_alone()
+    warnings.warn(message, ElmoWarning, stacklevel=stacklevel + 1)
+
+
+_FORMAT_INSTALLED = False
+
+
+def _show_message_alone() -> None:
+    """Make `warnings.formatwarning` print ElmoWarnings as their message alone (once;
+    other warnings are formatted as before)."""
+    global _FORMAT_INSTALLED
+    if _FORMAT_INSTALLED:
+        return
+    _FORMAT_INSTALLED = True
+    previous = warnings.formatwarning
+
+    def formatwarning(message: Warning | str, category: Type[Warning], filename: str,
+                      lineno: int, line: Optional[str] = None) -> str:
+        if issubclass(category, ElmoWarning):
+            return f"{message}\n"
+        return previous(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+
+
+def damaged(path: object, kind: str, err: object) -> ElmoError:
+    """Errors.E002 for a file (or bytes) that cannot be read as `kind`, with what went wrong
+    (an exception's first line, or a text): the one way damage is reported."""
+    detail = first_line(err) if isinstance(err, BaseException) else str(err)
+    return ElmoError(Errors.E002.format(path=path, kind=kind, err=detail.rstrip(".")))
 
 
 class Catalogue(type):

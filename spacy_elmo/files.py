@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 import h5py
 
-from .errors import ElmoError, Errors
+from .errors import ElmoError, Errors, damaged
 
 PathLike = Union[str, "os.PathLike[str]"]
 TMP_PREFIX = ".tmp-"
@@ -102,10 +102,9 @@ def read_json_object(path: Path, kind: str) -> Dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ElmoError(Errors.E002.format(path=path, kind=kind, err=err)) from err
+        raise damaged(path, kind, err) from err
     if not isinstance(data, dict):
-        raise ElmoError(Errors.E002.format(path=path, kind=kind,
-                                           err="the top level is not an object"))
+        raise damaged(path, kind, "the top level is not an object")
     return data
 
 

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors, first_line
+from ..errors import ElmoError, Errors, damaged, first_line
 from ..files import PathLike, read_json_object
 from ..validation import check, integer
 from .dictionary import TokenDictionary, check_entries
@@ -178,11 +178,9 @@ def read_dictionary(path: Path) -> Tuple[str, ...]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an EFML dictionary (UTF-8)",
-                                           err=err)) from err
+        raise damaged(path, "an EFML dictionary (UTF-8)", err) from err
     except OSError as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an EFML dictionary",
-                                           err=err)) from err
+        raise damaged(path, "an EFML dictionary", err) from err
     ids: Dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.strip().split("\t")

@@ -16,6 +16,7 @@ from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
 from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
+from .windows import WORD_CACHE
 
 
 @dataclass
@@ -45,7 +46,7 @@ class WordCache:
     tensors' version counters and storage), and the cache is bounded by `max_entries`.
     """
 
-    def __init__(self, max_entries: int = 100_000) -> None:
+    def __init__(self, max_entries: int = WORD_CACHE) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[bytes, torch.Tensor] = OrderedDict()
         self._stamp: Optional[Tuple] = None

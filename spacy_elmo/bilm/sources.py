@@ -19,7 +19,7 @@ import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from tqdm import tqdm
 
@@ -58,6 +58,35 @@ class BiLMFiles:
     format: str
     weights: Path
     options: Optional[Path]
+
+
+@dataclass(frozen=True)
+class BilmSource:
+    """Where a biLM comes from, as a user configures it: `weights` (anything `locate` takes;
+    None: the biLM bundled for the language), `options` (when not beside the weights) and
+    `weights_format` ("auto", "allennlp" or "efml"). The settings keep these three names in
+    configs and saved settings (`from_cfg`, `to_cfg`)."""
+
+    weights: Optional[str] = None
+    options: Optional[str] = None
+    weights_format: str = "auto"
+
+    @classmethod
+    def from_cfg(cls, cfg: Dict[str, Any]) -> BilmSource:
+        """The source named by a component's settings (paths as text)."""
+        return cls(weights=_text(cfg.get("weights")), options=_text(cfg.get("options")),
+                   weights_format=cfg.get("weights_format", "auto"))
+
+    def to_cfg(self) -> Dict[str, Any]:
+        return {"weights": self.weights, "options": self.options,
+                "weights_format": self.weights_format}
+
+    def locate(self, lang: str = "en") -> BiLMFiles:
+        return locate(self.weights, self.options, format=self.weights_format, lang=lang)
+
+
+def _text(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
 
 
 def check_format(value: Any, name: str = "the weights format") -> None:

@@ -19,7 +19,7 @@ from ..bilm.windows import BATCH_SIZE
 from ..errors import ElmoError, Errors
 from ..files import PathLike, Terminated, guard_output
 from ..validation import check_all, integer
-from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
+from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import count_lines, read_lines, write_embeddings
 
 EMBED_HELP = (

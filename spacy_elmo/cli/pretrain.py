@@ -14,7 +14,7 @@ from wasabi import msg
 from ..errors import ElmoError, Errors, Warnings
 from ..files import Terminated, check_writable_path, write_json
 from ..validation import check_all, integer, regex
-from . import app, fail, warn
+from .common import app, fail, warn
 
 CONFIG_HELP = ("JSON file with pretraining settings (keys as the flags, with underscores: "
                "train, dev, output, lang, preset, options, vocab_size, batch_size, window, "
