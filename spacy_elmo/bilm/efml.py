@@ -43,6 +43,7 @@ from ..errors import ElmoError, Errors, damaged, first_line
 from ..files import PathLike, read_json_object
 from ..validation import check, integer
 from .dictionary import TokenDictionary, check_entries
+from .finite import check_finite
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM, StatefulBiLM
 from .options import BiLMOptions
@@ -99,7 +100,7 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
                                            what="the network config's file name",
                                            value=name))
     base = os.path.basename(name.replace("\\", "/"))
-    tried = [directory / name, directory / base]
+    tried = list(dict.fromkeys([directory / name, directory / base]))  # each path once
     for path in tried:
         if path.is_file():
             return read_json_object(path, "an EFML network config"), str(path)
@@ -220,6 +221,7 @@ def read_state_dict(path: Path, part: str, source: str) -> Dict[str, torch.Tenso
     if wrong:
         raise ElmoError(Errors.E039.format(path=path, part=part, source=source, detail=(
             f"entries such as {wrong[0]!r} are not tensors named by strings")))
+    check_finite(path, data)
     return dict(data)
 
 

@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import ElmoError, Errors, damaged
 from ..files import HDF5Writer, PathLike, atomic_write
 from .efml import load_efml
+from .finite import check_finite
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import OPTIONS_NAME, BiLMOptions
@@ -71,6 +72,7 @@ def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
         raise
     except (OSError, KeyError, ValueError) as err:
         raise damaged(path, "an HDF5 weights file" + _sniff(path), err) from err
+    check_finite(path, arrays)
     return arrays
 
 

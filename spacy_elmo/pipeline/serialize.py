@@ -23,7 +23,8 @@ from .holder import BiLMHolder
 # Written with the biLM's tensors since checksums came in; biLMs saved before have none
 # and load unchecked.
 CHECKSUM = "state_sha256"
-# What a damaged biLM is reported as being read from, and as (Errors.E002); `reading` sets
+MISMATCH = "the biLM's tensors do not match the checksum saved with them"
+# What a damaged biLM is reported as being read from, and as (E002); `reading` sets
 # it for the file or bytes at hand.
 _SOURCE: ContextVar[Tuple[str, str]] = ContextVar(
     "elmo_source", default=("a component's serialized bytes", "ELMo biLM weights"))
@@ -102,7 +103,7 @@ def _read_bilm(data: bytes) -> BiLM:
     """The biLM `serialize_holder` wrote, its tensors checked against their checksum."""
     msg = srsly.msgpack_loads(data)
     if CHECKSUM in msg and msg[CHECKSUM] != bytes_sha256(msg["state"]):
-        raise _damaged("the biLM's tensors do not match the checksum saved with them")
+        raise _damaged(MISMATCH)
     dictionary = msg.get("dictionary")
     bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]),
                 dictionary=None if dictionary is None else TokenDictionary.from_dict(dictionary))
