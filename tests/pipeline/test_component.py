@@ -207,7 +207,7 @@ def test_url_weights_are_downloaded_once(tmp_path, weights_dir, monkeypatch):
     calls = []
     real = sources.download
     monkeypatch.setattr(sources, "download",
-                        lambda url, target: (calls.append(url), real(url, target))[1])
+                        lambda url, target, kind: (calls.append(url), real(url, target, kind))[1])
     nlp.initialize()
     assert len(list((tmp_path / "cache").rglob("weights.hdf5"))) == 1
     assert sorted(u.rsplit("/", 1)[1] for u in calls) == ["options.json", "weights.hdf5"]
