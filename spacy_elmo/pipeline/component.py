@@ -88,12 +88,12 @@ class ElmoComponent(TrainablePipe):
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
                    "gamma": gamma}, COMPONENT_RULES, Errors.E020,
                   {key: f"[components.{name}] {key}" for key in COMPONENT_RULES})
-        # the saved settings: the biLM's source under its config keys (see `source`)
-        self.cfg: Dict[str, Any] = {**BilmSource.from_cfg(
-                        {"weights": weights, "options": options,
-                         "weights_format": weights_format}).to_cfg(),
-                    "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
-                    "mix_weights": mix_weights, "gamma": gamma}
+        source = BilmSource.from_cfg({"weights": weights, "options": options,
+                                      "weights_format": weights_format})
+        # the saved settings; the biLM's source under its config keys (see `source`)
+        self.cfg: Dict[str, Any] = {**source.to_cfg(), "store_layers": store_layers,
+                                    "set_vector_hooks": set_vector_hooks,
+                                    "mix_weights": mix_weights, "gamma": gamma}
         model.attrs["replace_listener"] = replace_listener
         self._set_replacement_cfg()
         register_extensions()
