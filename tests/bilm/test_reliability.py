@@ -223,13 +223,29 @@ def test_a_run_file_as_weights_says_to_export_the_run(run_dir, tmp_path, name):
 
 
 # warnings --------------------------------------------------------------------------------
-def test_a_warning_prints_its_message_alone(tmp_path):
-    """warnings.warn printed the file, line and source line of the caller after it."""
-    script = ("from spacy_elmo.errors import Warnings, warn\n"
-              "warn(Warnings.W003)\n")
-    result = subprocess.run([sys.executable, "-W", "default", "-c", script],
+def test_a_warning_prints_its_message_alone(tiny_weights_dir):
+    """warnings.warn printed the file, line and source line of the caller with it (here:
+    embedder.py:92: UserWarning: [W002] ... and the line `for piece, array in ...`)."""
+    script = ("import sys\n"
+              "from spacy_elmo.bilm import load_bilm\n"
+              "from spacy_elmo.bilm.embedder import Embedder\n"
+              "list(Embedder(load_bilm(sys.argv[1])).embed([['x' * 80]]))\n")
+    result = subprocess.run([sys.executable, "-W", "default", "-c", script,
+                             str(tiny_weights_dir)], capture_output=True, text=True, check=True)
+    assert result.stderr.startswith("[W002] 1 token(s) are longer than")
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_command_prints_a_warning_without_source_lines(tmp_path, tiny_weights_dir):
+    text = tmp_path / "in.txt"
+    text.write_text("x" * 80 + " .\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "spacy_elmo", "embed", str(text),
+                             str(tmp_path / "out.hdf5"), "--weights", str(tiny_weights_dir)],
                             capture_output=True, text=True, check=True)
-    assert result.stderr == Warnings.W003 + "\n"
+    lines = [line for line in result.stderr.splitlines() if "[W002]" in line]
+    # the message, then the next line (the progress bar's): no file, line or source line
+    assert len(lines) == 1 and lines[0].endswith("(Shown once per model.)")
+    assert "Warning:" not in result.stderr and ".py:" not in result.stderr
 
 
 def test_a_warning_is_still_a_python_warning():
