@@ -7,6 +7,8 @@ does: `Errors.E001` is "[E001] No such file: ...". Codes are grouped in sections
 from __future__ import annotations
 
 import re
+import warnings
+from typing import Optional, Type
 
 CODE = re.compile(r"[EW]\d{3}")
 
@@ -20,6 +22,46 @@ def first_line(err: BaseException) -> str:
     of another library's error, to quote in a message of the catalogue."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+class ElmoWarning(UserWarning):
+    """A spacy-elmo warning (see `warn`)."""
+
+
+def warn(message: str, *, stacklevel: int = 1) -> None:
+    """Warn with a message of the catalogue: a real Python warning (category ElmoWarning,
+    filterable, seen by pytest.warns), printed as its message alone, without the source
+    line. stacklevel counts from the caller, as `warnings.warn`'s does."""
+    _show_message_alone()
+    warnings.warn(message, ElmoWarning, stacklevel=stacklevel + 1)
+
+
+_FORMAT_INSTALLED = False
+
+
+def _show_message_alone() -> None:
+    """Make `warnings.formatwarning` print ElmoWarnings as their message alone (once;
+    other warnings are formatted as before)."""
+    global _FORMAT_INSTALLED
+    if _FORMAT_INSTALLED:
+        return
+    _FORMAT_INSTALLED = True
+    previous = warnings.formatwarning
+
+    def formatwarning(message: Warning | str, category: Type[Warning], filename: str,
+                      lineno: int, line: Optional[str] = None) -> str:
+        if issubclass(category, ElmoWarning):
+            return f"{message}\n"
+        return previous(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+
+
+def damaged(path: object, kind: str, err: object) -> ElmoError:
+    """Errors.E002 for a file (or bytes) that cannot be read as `kind`, with what went wrong
+    (an exception's first line, or a text): the one way damage is reported."""
+    detail = first_line(err) if isinstance(err, BaseException) else str(err)
+    return ElmoError(Errors.E002.format(path=path, kind=kind, err=detail.rstrip(".")))
 
 
 class Catalogue(type):
@@ -128,6 +170,13 @@ class Errors(metaclass=Catalogue):
             "hold every sentence once, e.g. from efml_batch_order.")
     E044 = ("The {kind} dictionary ({source}) lists {n} entries but only {distinct} distinct "
             "ones: each entry must appear once. Use the dictionary that came with the model.")
+    # Runs and weights that are no biLM yet, or no longer one (E045-E049)
+    E045 = ("'{path}' is {what} of `spacy-elmo pretrain`, not a biLM. Export the run first: "
+            "`spacy-elmo export {run} OUT`, then give OUT as the weights{finished}.")
+    E046 = ("'{path}' holds {n:,} non-finite value(s) (NaN or infinity) in "
+            "'{name}'{more}: the file is damaged, or was written by a run that diverged. "
+            "Download or export the weights again (from a pretraining run: an earlier "
+            "checkpoint or snapshot).")
     # spaCy pipeline (E050-E059)
     E050 = ("The ELMo model has no biLM weights yet. Call `nlp.initialize()`, or give the "
             "`elmo` component a 'weights' path (a weights.hdf5 file or a directory with "
@@ -165,16 +214,16 @@ class Errors(metaclass=Catalogue):
             "component's weights (or the private biLM) changed after the task was trained. "
             "Use the biLM the pipeline was trained with, or train the task again.")
     # Weights by name, URL or language (E060-E069)
-    E060 = ("Could not download '{url}': {err}. Check the address and the network, or "
-            "download the file yourself and pass its local path.")
+    E060 = ("Could not download '{url}' into the cache ('{path}'): {err}. Check the address "
+            "and the network, or download the file yourself and pass its local path.")
     E061 = ("'{name}' is neither a local file or directory nor a published biLM; the "
             "published ones are {names}. Otherwise pass a weights.hdf5 file, a directory, an "
             "ELMoForManyLangs model directory or an http(s):// or file:// URL.")
     E062 = ("The download of '{url}' stopped after {got} of {expected} bytes; nothing was "
-            "kept. Run again to download it again.")
+            "kept in the cache ('{path}'). Run again to download it again.")
     E063 = ("'{url}' did not give {kind} (it starts with {head!r}); the server may have sent "
-            "an error page. Check the address (published biLMs are downloaded from "
-            "$SPACY_ELMO_URL_PREFIX when it is set).")
+            "an error page. Nothing was kept in the cache ('{path}'). Check the address "
+            "(published biLMs are downloaded from $SPACY_ELMO_URL_PREFIX when it is set).")
     E064 = ("No biLM is bundled for the language {lang!r} (bundled: {languages}), so `weights` "
             "must be given: e.g. nlp.add_pipe('elmo', config={{'weights': 'path/to/model'}}), "
             "or `weights` in [components.elmo] of a training config (or of a "
@@ -187,6 +236,9 @@ class Errors(metaclass=Catalogue):
     E066 = ("No options for the weights '{weights}': '{url}' beside it could not be fetched "
             "({err}). Pass the options.json that came with the weights (`options` in the "
             "component config, --options on the command line).")
+    E067 = ("'{url}' was downloaded completely but is not {kind} ({err}); nothing was kept in "
+            "the cache ('{path}'). Fix the file at that address (or give another), then run "
+            "again.")
     # Outputs and run locks (E070-E079)
     E070 = ("'-' (standard output) is not supported for {what}: give a file name.")
     E071 = ("'{path}' is in use by another writer ({holder}), which holds its lock "

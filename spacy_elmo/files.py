@@ -29,14 +29,13 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 import h5py
 
-from .errors import ElmoError, Errors, Warnings
+from .errors import ElmoError, Errors, Warnings, damaged, warn
 
 PathLike = Union[str, "os.PathLike[str]"]
 TMP_PREFIX = ".tmp-"
@@ -193,10 +192,9 @@ def read_json_object(path: Path, kind: str) -> Dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ElmoError(Errors.E002.format(path=path, kind=kind, err=err)) from err
+        raise damaged(path, kind, err) from err
     if not isinstance(data, dict):
-        raise ElmoError(Errors.E002.format(path=path, kind=kind,
-                                           err="the top level is not an object"))
+        raise damaged(path, kind, "the top level is not an object")
     return data
 
 
@@ -483,8 +481,7 @@ class DirectoryLock:
                                                lock=self.path)) from None
         stale = _read_record(fd)
         if stale:
-            warnings.warn(Warnings.W017.format(lock=self.path, holder=_describe_holder(stale)),
-                          stacklevel=2)
+            warn(Warnings.W017.format(lock=self.path, holder=_describe_holder(stale)), stacklevel=2)
         record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                              "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
         os.ftruncate(fd, 0)

@@ -7,13 +7,12 @@ timestep. `<S>` and `</S>` map to the sentence-boundary characters.
 
 from __future__ import annotations
 
-import warnings
 from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 import torch
 
-from ..errors import Warnings
+from ..errors import Warnings, warn
 
 BOS_CHAR = 256
 EOS_CHAR = 257
@@ -101,7 +100,7 @@ class CharIds:
         long = self.too_long(tokens)
         if long:
             self._warned_truncation = True
-            warnings.warn(self.truncation_warning(long), stacklevel=stacklevel + 1)
+            warn(self.truncation_warning(long), stacklevel=stacklevel + 1)
 
     def batch(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """A (batch, max_len, width) int64 tensor; padded timesteps are all zero."""

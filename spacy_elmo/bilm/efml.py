@@ -39,10 +39,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors, first_line
+from ..errors import ElmoError, Errors, damaged, first_line
 from ..files import PathLike, read_json_object
 from ..validation import check, integer
 from .dictionary import TokenDictionary, check_entries
+from .finite import check_finite
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM, StatefulBiLM
 from .options import BiLMOptions
@@ -99,7 +100,7 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
                                            what="the network config's file name",
                                            value=name))
     base = os.path.basename(name.replace("\\", "/"))
-    tried = [directory / name, directory / base]
+    tried = list(dict.fromkeys([directory / name, directory / base]))  # each path once
     for path in tried:
         if path.is_file():
             return read_json_object(path, "an EFML network config"), str(path)
@@ -178,11 +179,9 @@ def read_dictionary(path: Path) -> Tuple[str, ...]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an EFML dictionary (UTF-8)",
-                                           err=err)) from err
+        raise damaged(path, "an EFML dictionary (UTF-8)", err) from err
     except OSError as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an EFML dictionary",
-                                           err=err)) from err
+        raise damaged(path, "an EFML dictionary", err) from err
     ids: Dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.strip().split("\t")
@@ -222,6 +221,7 @@ def read_state_dict(path: Path, part: str, source: str) -> Dict[str, torch.Tenso
     if wrong:
         raise ElmoError(Errors.E039.format(path=path, part=part, source=source, detail=(
             f"entries such as {wrong[0]!r} are not tensors named by strings")))
+    check_finite(path, data)
     return dict(data)
 
 

@@ -22,7 +22,7 @@ import torch
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .model import BiLM, StatefulBiLM, WordCache
-from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, batches, split
+from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, batches, split
 
 LAYER_MODES = ("all", "top", "average")
 
@@ -36,9 +36,9 @@ class Embedder:
     """
 
     def __init__(self, bilm: BiLM, *, batch_size: int = BATCH_SIZE, layers: str = "all",
-                 stateful: bool = False, window: int = 200, context: Optional[int] = None,
+                 stateful: bool = False, window: int = WINDOW, context: Optional[int] = None,
                  max_batch_tokens: int = MAX_BATCH_TOKENS, chunk_tokens: int = 32768,
-                 word_cache: int = 100_000) -> None:
+                 word_cache: int = WORD_CACHE) -> None:
         if layers not in LAYER_MODES:
             raise ElmoError(Errors.E012.format(value=layers, name="layers",
                                                choices=list(LAYER_MODES)))

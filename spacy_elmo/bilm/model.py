@@ -17,6 +17,7 @@ from .encoder import CharCNNEncoder
 from .int8 import check_precision
 from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
+from .windows import WORD_CACHE
 
 
 @dataclass
@@ -46,7 +47,7 @@ class WordCache:
     tensors' version counters and storage), and the cache is bounded by `max_entries`.
     """
 
-    def __init__(self, max_entries: int = 100_000) -> None:
+    def __init__(self, max_entries: int = WORD_CACHE) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[bytes, torch.Tensor] = OrderedDict()
         self._stamp: Optional[Tuple] = None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import PathLike, read_json_object, write_json
 from ..validation import (
     Rule,
@@ -158,7 +157,7 @@ class BiLMOptions:
         words = data.get("word_embedding")
         words = words if isinstance(words, dict) else {}
         if vocabulary == "bytes" and n_characters == 261:
-            warnings.warn(Warnings.W001, stacklevel=2)
+            warn(Warnings.W001, stacklevel=2)
             n_characters = 262
         embedding = get("char_cnn", "embedding")
         if not isinstance(embedding, dict) or "dim" not in embedding:

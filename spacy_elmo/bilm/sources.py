@@ -5,9 +5,11 @@
 weights file, a directory (bilm-tf/AllenNLP or ELMoForManyLangs), a published model's name
 (`allennlp/original`, ...), an http(s):// or file:// URL, or nothing: the biLM bundled for
 the language. A URL is downloaded once into the cache (`$SPACY_ELMO_CACHE`, default
-`~/.cache/spacy_elmo`) with a progress bar, and checked: the size the server announced, and
-the file type (HDF5 weights, JSON options). `$SPACY_ELMO_URL_PREFIX` replaces the address
-the published models are downloaded from (a mirror, or a local copy as file:///...).
+`~/.cache/spacy_elmo`) with a progress bar, and kept only once checked: the size the server
+announced, and what the file claims to be (HDF5 weights that h5py opens and reads in full,
+JSON options); a failed download leaves nothing in the cache. `$SPACY_ELMO_URL_PREFIX`
+replaces the address the published models are downloaded from (a mirror, or a local copy
+as file:///...).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import os
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+import h5py
 from tqdm import tqdm
 
 from ..errors import ElmoError, Errors, first_line
@@ -47,6 +50,10 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 # The biLM used when no `weights` are given, per spaCy language code: a directory of DATA_DIR.
 BUNDLED = {"en": "elmo_en_small", "zh": "elmo_zh_small"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+# What `spacy-elmo pretrain` writes into a run directory (pretrain's CHECKPOINT_NAME and
+# MODEL_DIR; bilm does not import pretrain): a run is exported before it is loaded as a biLM.
+RUN_CHECKPOINT = "checkpoint.pt"
+RUN_MODEL_DIR = "model"
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,35 @@ class BiLMFiles:
     format: str
     weights: Path
     options: Optional[Path]
+
+
+@dataclass(frozen=True)
+class BilmSource:
+    """Where a biLM comes from, as a user configures it: `weights` (anything `locate` takes;
+    None: the biLM bundled for the language), `options` (when not beside the weights) and
+    `weights_format` ("auto", "allennlp" or "efml"). The settings keep these three names in
+    configs and saved settings (`from_cfg`, `to_cfg`)."""
+
+    weights: Optional[str] = None
+    options: Optional[str] = None
+    weights_format: str = "auto"
+
+    @classmethod
+    def from_cfg(cls, cfg: Dict[str, Any]) -> BilmSource:
+        """The source named by a component's settings (paths as text)."""
+        return cls(weights=_text(cfg.get("weights")), options=_text(cfg.get("options")),
+                   weights_format=cfg.get("weights_format", "auto"))
+
+    def to_cfg(self) -> Dict[str, Any]:
+        return {"weights": self.weights, "options": self.options,
+                "weights_format": self.weights_format}
+
+    def locate(self, lang: str = "en") -> BiLMFiles:
+        return locate(self.weights, self.options, format=self.weights_format, lang=lang)
+
+
+def _text(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
 
 
 def check_format(value: Any, name: str = "the weights format") -> None:
@@ -75,7 +111,7 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
     A local path wins over a published name of the same spelling. format: "auto" (detected),
     "allennlp" or "efml"."""
     check_format(format)
-    options_path = None if options is None else fetch(options)
+    options_path = None if options is None else fetch(options, "options")
     if weights is None:
         local = bundled(lang)
     else:
@@ -83,16 +119,39 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
         name = str(weights)
         if not local.exists() and name.split("/")[0] == "allennlp":
             weights_url, published_options = published_urls(name)
-            options_path = options_path or fetch(published_options)
+            options_path = options_path or fetch(published_options, "options")
             local = fetch(weights_url)
         elif options_path is None and name.startswith(URL_SCHEMES):
             options_path = fetch_options_beside(name)
+    refuse_run(local)
     if format == "auto":
         format = detect_format(local)
     if format == "efml":
         return BiLMFiles("efml", local, options_path)
     options_path, weights_path = resolve_paths(local, options_path)
     return BiLMFiles("allennlp", weights_path, options_path)
+
+
+def refuse_run(path: Path) -> None:
+    """E045 when `path` is a pretraining run directory of `spacy-elmo pretrain` (it holds
+    RUN_CHECKPOINT and no weights), its checkpoint, or another file of a run: a run is no
+    biLM until exported."""
+    if path.is_dir() and _is_run(path):
+        run, what = path, "a pretraining run directory"
+    elif path.is_file() and path.name == RUN_CHECKPOINT:
+        run, what = path.parent, "a pretraining run's checkpoint"
+    elif path.is_file() and _is_run(path.parent):
+        run, what = path.parent, "a file of a pretraining run"
+    else:
+        return
+    model = run / RUN_MODEL_DIR
+    finished = (f", or use '{model}', which the run exported when it finished"
+                if (model / WEIGHTS_NAME).exists() else "")
+    raise ElmoError(Errors.E045.format(path=path, what=what, run=run, finished=finished))
+
+
+def _is_run(directory: Path) -> bool:
+    return (directory / RUN_CHECKPOINT).is_file() and not (directory / WEIGHTS_NAME).exists()
 
 
 def published_urls(name: str) -> Tuple[str, str]:
@@ -118,7 +177,7 @@ def fetch_options_beside(weights_url: str) -> Path:
     """The options file downloaded from beside a weights URL (E066 when there is none)."""
     url = options_url(weights_url)
     try:
-        return fetch(url)
+        return fetch(url, "options")
     except ElmoError as err:
         raise ElmoError(Errors.E066.format(weights=weights_url, url=url,
                                            err=first_line(err))) from err
@@ -185,9 +244,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "spacy_elmo")
 
 
-def fetch(location: PathLike) -> Path:
+def fetch(location: PathLike, kind: str = "weights") -> Path:
     """A local path for `location`: a URL is downloaded once into the cache (one folder per
-    URL), anything else is a path (`~` expanded)."""
+    URL) and kept only once checked as `kind` ("weights": an HDF5 ELMo weights file whose
+    every dataset reads; "options": a JSON object); anything else is a path (`~`
+    expanded). A failed download leaves nothing in the cache, not even its folder."""
     text = str(location)
     if not text.startswith(URL_SCHEMES):
         try:
@@ -204,13 +265,24 @@ def fetch(location: PathLike) -> Path:
                 path=target.parent, err=f"{err}; downloads are kept in ${CACHE_ENV} "
                                         f"(default ~/.cache/spacy_elmo): point it at a "
                                         f"writable directory")) from err
-        download(text, target)
+        try:
+            download(text, target, kind)
+        finally:
+            if not target.exists():
+                _remove_if_empty(target.parent)
     return target
 
 
-def download(url: str, target: Path) -> None:
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:  # not empty: another download of the same URL is under way
+        pass
+
+
+def download(url: str, target: Path, kind: str = "weights") -> None:
     """Write `url` to `target` with a progress bar; the file appears only when complete and
-    checked (see `check_download`)."""
+    checked as `kind` (see `check_download`)."""
     try:
         with atomic_write(target) as tmp:
             with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:
@@ -222,23 +294,53 @@ def download(url: str, target: Path) -> None:
                         got += len(chunk)
                         bar.update(len(chunk))
             if expected is not None and got != expected:
-                raise ElmoError(Errors.E062.format(url=url, got=got, expected=expected))
-            check_download(url, tmp)
+                raise ElmoError(Errors.E062.format(url=url, got=got, expected=expected,
+                                                   path=target))
+            check_download(url, tmp, kind, target)
     except ElmoError:
         raise
     except (OSError, http.client.HTTPException) as err:
-        raise ElmoError(Errors.E060.format(url=url, err=err)) from err
+        raise ElmoError(Errors.E060.format(url=url, err=err, path=target)) from err
 
 
-def check_download(url: str, path: Path) -> None:
-    """A file named .hdf5 must be HDF5, one named .json must be JSON (a server's error page
-    fails here)."""
+def check_download(url: str, path: Path, kind: str, target: Path) -> None:
+    """Raise unless the downloaded file at `path` is what it claims to be (a server's error
+    page or a truncated file fails here): weights open with h5py, hold `char_embed` and
+    every dataset reads in full; options parse as a JSON object. `target`: where it would
+    be kept (named in the errors)."""
     with open(path, "rb") as f:
         head = f.read(64)
-    if url.split("?")[0].endswith(".hdf5") and not head.startswith(HDF5_SIGNATURE):
-        raise ElmoError(Errors.E063.format(url=url, kind="an HDF5 file", head=head[:32]))
-    if url.split("?")[0].endswith(".json"):
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise ElmoError(Errors.E063.format(url=url, kind="JSON", head=head[:32])) from None
+    if kind == "weights":
+        if not head.startswith(HDF5_SIGNATURE):
+            raise ElmoError(Errors.E063.format(url=url, kind="an HDF5 file", head=head[:32],
+                                               path=target))
+        problem = _weights_problem(path)
+        if problem is not None:
+            raise ElmoError(Errors.E067.format(url=url, kind="a readable ELMo weights file",
+                                               err=problem, path=target))
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ElmoError(Errors.E063.format(url=url, kind="JSON", head=head[:32],
+                                           path=target)) from None
+    if not isinstance(data, dict):
+        raise ElmoError(Errors.E067.format(url=url, kind="a JSON options file",
+                                           err="the top level is not an object", path=target))
+
+
+def _weights_problem(path: Path) -> Optional[str]:
+    """What keeps an HDF5 file from being ELMo weights: no `char_embed`, or a dataset that
+    cannot be read in full (a cut file); None when each dataset reads."""
+    try:
+        with h5py.File(path, "r") as f:
+            if not isinstance(f.get("char_embed"), h5py.Dataset):
+                return "it has no dataset 'char_embed'"
+            names: List[str] = []
+            f.visititems(lambda name, obj: names.append(name)
+                         if isinstance(obj, h5py.Dataset) else None)
+            for name in names:
+                f[name][...]
+    except (OSError, KeyError, ValueError, RuntimeError) as err:
+        return first_line(err)
+    return None

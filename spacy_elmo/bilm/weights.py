@@ -13,9 +13,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, damaged
 from ..files import HDF5Writer, PathLike, atomic_write
 from .efml import load_efml
+from .finite import check_finite
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
 from .options import OPTIONS_NAME, BiLMOptions
@@ -70,8 +71,8 @@ def read_hdf5(path: PathLike, options: BiLMOptions) -> Dict[str, np.ndarray]:
     except ElmoError:
         raise
     except (OSError, KeyError, ValueError) as err:
-        raise ElmoError(Errors.E002.format(path=path, kind="an HDF5 weights file" + _sniff(path),
-                                           err=err)) from err
+        raise damaged(path, "an HDF5 weights file" + _sniff(path), err) from err
+    check_finite(path, arrays)
     return arrays
 
 

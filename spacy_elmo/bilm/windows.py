@@ -11,6 +11,16 @@ import numpy as np
 
 BATCH_SIZE = 64  # rows (windows) per biLM call
 MAX_BATCH_TOKENS = 8192  # rows x (longest row + <S>, </S>) per biLM call
+# The defaults of the `elmo` component (ElmoModel.v1) and of `spacy-elmo embed`, declared
+# once. WINDOW: longer sentences run as overlapping windows of this many tokens (a quarter of
+# it as context either side), an approximation of the LSTM layers; on English Wikipedia lines
+# (6.4M tokens) 200 leaves 2.4% of lines (8.7% of tokens) windowed where 100 left 22.7%
+# (49%), at the same cost per token. WORD_CACHE: distinct words whose token-encoder output
+# is kept (exact); on the same text 100,000 gives a 91.1% hit rate against 88.4% for
+# 50,000 (23% fewer encoder runs), for at most 100,000 x projection_dim x 4 bytes (51 MB
+# for the small biLM, 205 MB for the original).
+WINDOW = 200
+WORD_CACHE = 100_000
 
 
 @dataclass

@@ -9,37 +9,13 @@ import os
 # Must be set before torch starts; a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from typing import NoReturn  # noqa: E402
+# Each command module registers its commands on `app` (defined in .common, which the
+# commands import: they never import this package's namespace, so there is no cycle).
+from . import embed, info, pretrain, pretrain_cmd  # noqa: E402,F401
+from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail, warn  # noqa: E402
 
-import typer  # noqa: E402
-from wasabi import Printer  # noqa: E402
-
-app = typer.Typer(name="spacy-elmo", no_args_is_help=True, add_completion=False,
-                  help="ELMo for spaCy: embed text, inspect, pretrain and export biLMs.")
-_stderr = Printer(no_print=True)
-WEIGHTS_HELP = ("weights.hdf5, a directory with weights.hdf5 and options.json, an "
-                "ELMoForManyLangs model directory, an http(s):// or file:// URL, or a published "
-                "biLM: allennlp/small, allennlp/medium, allennlp/original, "
-                "allennlp/original-5.5B (downloaded once into the cache).")
-OPTIONS_HELP = ("options.json (default: the one beside the weights); for an ELMoForManyLangs "
-                "model, its network config when the model directory lacks it.")
-FORMAT_HELP = "auto (detected), allennlp or efml."
+__all__ = ["app", "main", "fail", "warn", "WEIGHTS_HELP", "OPTIONS_HELP", "FORMAT_HELP"]
 
 
 def main() -> None:
     app()
-
-
-def fail(text: str, code: int = 1) -> NoReturn:
-    """Print an error to stderr and exit with `code`."""
-    typer.echo(_stderr.fail(text), err=True)
-    raise typer.Exit(code)
-
-
-def warn(text: str) -> None:
-    """Print a warning to stderr."""
-    typer.echo(_stderr.warn(text), err=True)
-
-
-# Each module registers its commands on `app`.
-from . import embed, info, pretrain, pretrain_cmd  # noqa: E402,F401

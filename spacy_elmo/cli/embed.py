@@ -15,11 +15,11 @@ from wasabi import msg
 
 from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.weights import load_bilm
-from ..bilm.windows import BATCH_SIZE
+from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
 from ..errors import ElmoError, Errors
 from ..files import PathLike, Terminated, guard_output
 from ..validation import check_all, integer
-from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
+from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import count_lines, read_lines, write_embeddings
 
 EMBED_HELP = (
@@ -36,7 +36,10 @@ def embed_cli(
     input_path: Path = typer.Argument(..., metavar="INPUT", help=(
         "UTF-8 text, one whitespace-tokenized sentence per line ('-': standard input).")),
     output_path: Path = typer.Argument(..., metavar="OUTPUT", help="HDF5 file to write."),
-    weights: str = typer.Option(..., "--weights", help=WEIGHTS_HELP),
+    weights: Optional[str] = typer.Option(None, "--weights", help=(
+        WEIGHTS_HELP + " Default: the small biLM bundled for --lang.")),
+    lang: str = typer.Option("en", "--lang", help=(
+        "Language of the bundled biLM used without --weights: en or zh.")),
     options: Optional[str] = typer.Option(None, "--options", help=OPTIONS_HELP),
     weights_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
     layers: str = typer.Option("all", "--layers", help=(
@@ -47,16 +50,16 @@ def embed_cli(
         "The reference stateful mode: lines go in file order, --batch-size per batch, and "
         "each batch row starts from the state the previous batch left in that row.")),
     gpu_id: int = typer.Option(-1, "--gpu-id", help="CUDA device to run on (-1: CPU)."),
-    word_cache: int = typer.Option(100_000, "--word-cache", help=(
+    word_cache: int = typer.Option(WORD_CACHE, "--word-cache", help=(
         "Cache the token-layer vectors of this many distinct words (0: off; exact).")),
-    window: int = typer.Option(200, "--window", help=(
+    window: int = typer.Option(WINDOW, "--window", help=(
         "Longer lines run as overlapping windows of this many tokens, with window/4 "
         "tokens of context either side (approximate LSTM layers; see the docs).")),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT."),
 ) -> None:
     """The `embed` command (help text: EMBED_HELP)."""
     try:
-        n = embed_file(input_path, output_path, weights=weights, options=options,
+        n = embed_file(input_path, output_path, weights=weights, lang=lang, options=options,
                        weights_format=weights_format, layers=layers, batch_size=batch_size,
                        stateful=stateful, gpu_id=gpu_id, word_cache=word_cache, window=window,
                        overwrite=overwrite)
@@ -70,12 +73,13 @@ def embed_cli(
     msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 
-def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
-               options: Optional[PathLike] = None, weights_format: str = "auto",
-               layers: str = "all", batch_size: int = BATCH_SIZE, stateful: bool = False,
-               gpu_id: int = -1, word_cache: int = 100_000, window: int = 200,
-               overwrite: bool = False, progress: bool = True) -> int:
-    """The `embed` command as a function; returns the number of lines written.
+def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLike] = None,
+               lang: str = "en", options: Optional[PathLike] = None,
+               weights_format: str = "auto", layers: str = "all", batch_size: int = BATCH_SIZE,
+               stateful: bool = False, gpu_id: int = -1, word_cache: int = WORD_CACHE,
+               window: int = WINDOW, overwrite: bool = False, progress: bool = True) -> int:
+    """The `embed` command as a function; returns the number of lines written. Without
+    `weights`, the biLM bundled for `lang`.
 
     INPUT is read once, so a pipe or standard input ("-") works (the progress bar then
     counts without a total). OUTPUT is never INPUT, and an existing OUTPUT is replaced only
@@ -89,7 +93,7 @@ def embed_file(input_path: Path, output_path: Path, *, weights: PathLike,
     lines = read_lines(input_path)  # checks the file before the model is loaded
     guard_output(output_path, inputs=[input_path], overwrite=overwrite)
     device = select_device(gpu_id)
-    bilm = load_bilm(weights, options, format=weights_format).to(device)
+    bilm = load_bilm(weights, options, format=weights_format, lang=lang).to(device)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
     for_model, for_index = itertools.tee(lines)

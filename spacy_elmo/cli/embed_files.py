@@ -20,11 +20,12 @@ from ..files import HDF5Writer, PathLike, atomic_write
 SENTENCE_INDEX = "sentence_to_index"
 
 STDIN = "-"
+BOM = "\ufeff"
 
 
 def read_lines(path: PathLike) -> Iterator[str]:
     """The stripped lines of a UTF-8 file ("-": standard input), read lazily, once (a pipe
-    works); split them for the tokens.
+    works), a byte order mark at the start left out; split them for the tokens.
 
     The file is checked at once; a line that is not UTF-8 raises when it is reached."""
     if str(path) == STDIN:
@@ -41,6 +42,8 @@ def _decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise ElmoError(Errors.E010.format(line=number, path=name, err=err)) from err
+            if number == 1:  # a UTF-8 byte order mark is no part of the first token
+                line = line.removeprefix(BOM)
             yield line.strip()
 
 

@@ -14,7 +14,7 @@ from ..bilm.sources import locate
 from ..bilm.weights import read_hdf5
 from ..errors import ElmoError
 from ..files import PathLike
-from . import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
+from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 
 PARTS = (("char embedding", "char_embed"), ("char CNN", "CNN/"), ("highway", "CNN_high_"),
          ("projection", "CNN_proj/"), ("LSTM forward", "RNN_0/"), ("LSTM backward", "RNN_1/"))

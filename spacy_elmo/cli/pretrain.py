@@ -11,7 +11,7 @@ from wasabi import msg
 from ..errors import ElmoError, Errors
 from ..files import check_writable_path, guard_output, write_json
 from ..validation import check_all, integer, regex
-from . import app, fail
+from .common import app, fail
 
 
 @app.command("export")

@@ -15,7 +15,7 @@ from ..errors import ElmoError, Errors, Warnings
 from ..files import Terminated, guard_output, write_text
 from ..pretrain import settings
 from ..pretrain.config import PretrainConfig, default_settings
-from . import app, fail, warn
+from .common import app, fail, warn
 
 CONFIG_SUFFIXES = (".cfg", ".json")
 Override = Tuple[str, Any, str]  # (section.key, value, the flag as written)

@@ -5,13 +5,12 @@ to a model that never reads them are a warning."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Dict, Iterator
 
 from spacy.language import Language
 from spacy.util import registry
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 
 
 def static_vector_layers(section: Dict[str, Any], path: str) -> Iterator[str]:
@@ -32,7 +31,7 @@ def check_static_vectors(nlp: Language) -> Language:
     if layers and vectors is None and nlp.vocab.vectors.shape[1] == 0:
         raise ElmoError(Errors.E090.format(layers=", ".join(layers)))
     if vectors is not None and not layers:
-        warnings.warn(Warnings.W020.format(vectors=vectors), stacklevel=2)
+        warn(Warnings.W020.format(vectors=vectors), stacklevel=2)
     return nlp
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -18,14 +17,13 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
-from ..bilm.sources import check_format
-from ..errors import ElmoError, Errors, Warnings
+from ..bilm.sources import BilmSource, check_format
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..validation import boolean, check_all, number, numbers, path
 from .elmo_model import has_bilm, load_model_bytes, load_weights
-from .extensions import register_extensions, set_vector_hooks
-from .listener import ElmoListener
-from .serialize import reading
-from .tok2vec import SOURCE_KEYS, replace_listener, replace_listener_cfg
+from .extensions import install_vector_hooks, register_extensions
+from .listener import ElmoListener, replace_listener, replace_listener_cfg
+from .serialize import configured_wins, reading
 
 # The settings' defaults are build_elmo_model's own: spaCy fills them in.
 DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}
@@ -60,10 +58,6 @@ def make_elmo(nlp: Language, name: str, model: Model[List[Doc], List[Floats3d]],
                          set_vector_hooks=set_vector_hooks, mix_weights=mix_weights, gamma=gamma)
 
 
-# Settings a loaded pipeline takes from its config, not from its saved data, so that
-# spacy.load(..., config=...) can change them; the biLM (and where it came from) is saved.
-CONFIGURED_CFG = ("store_layers", "set_vector_hooks", "mix_weights", "gamma")
-
 COMPONENT_RULES = {"weights": path(optional=True), "options": path(optional=True),
                    "store_layers": boolean(), "set_vector_hooks": boolean(),
                    "mix_weights": numbers(optional=True), "gamma": number()}
@@ -94,20 +88,27 @@ class ElmoComponent(TrainablePipe):
                    "set_vector_hooks": set_vector_hooks, "mix_weights": mix_weights,
                    "gamma": gamma}, COMPONENT_RULES, Errors.E020,
                   {key: f"[components.{name}] {key}" for key in COMPONENT_RULES})
-        self.cfg: Dict[str, Any] = {"weights": None if weights is None else str(weights),
-                    "options": None if options is None else str(options),
-                    "weights_format": weights_format,
-                    "store_layers": store_layers, "set_vector_hooks": set_vector_hooks,
-                    "mix_weights": mix_weights, "gamma": gamma}
+        source = BilmSource.from_cfg({"weights": weights, "options": options,
+                                      "weights_format": weights_format})
+        # the saved settings; the biLM's source under its config keys (see `source`)
+        self.cfg: Dict[str, Any] = {**source.to_cfg(), "store_layers": store_layers,
+                                    "set_vector_hooks": set_vector_hooks,
+                                    "mix_weights": mix_weights, "gamma": gamma}
         model.attrs["replace_listener"] = replace_listener
         self._set_replacement_cfg()
         register_extensions()
+
+    @property
+    def source(self) -> BilmSource:
+        """Where this component's biLM comes from (its `weights`, `options` and
+        `weights_format` settings)."""
+        return BilmSource.from_cfg(self.cfg)
 
     def _set_replacement_cfg(self) -> None:
         """nlp.replace_listeners(...) makes listeners a private copy of this biLM, whose
         config names this component's weights (a copy trained again loads the same biLM)."""
         self.model.attrs["replace_listener_cfg"] = functools.partial(
-            replace_listener_cfg, source={k: self.cfg[k] for k in SOURCE_KEYS})
+            replace_listener_cfg, source=self.source)
 
     # listeners ----------------------------------------------------------------------
     @property
@@ -158,9 +159,7 @@ class ElmoComponent(TrainablePipe):
         self._load()
 
     def _load(self) -> None:
-        load_weights(self.model, self.cfg["weights"], self.cfg["options"],
-                     weights_format=self.cfg["weights_format"],
-                     lang=self.vocab.lang)
+        load_weights(self.model, self.source, lang=self.vocab.lang)
         self._check_mix_weights(self.model.get_dim("nL"))
         for listener in self.listeners:
             self._sync_listener(listener)
@@ -175,7 +174,7 @@ class ElmoComponent(TrainablePipe):
         super().to_disk(path, exclude=exclude)
 
     # loading: damaged data is an error that names the file; the saved biLM with the
-    # configured settings (CONFIGURED_CFG, ElmoModel's RUNTIME_ATTRS) ---------------------
+    # configured settings (serialize.CONFIGURED) -------------------------------------------
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()
                    ) -> ElmoComponent:
         """As TrainablePipe.from_bytes, keeping the configured settings."""
@@ -209,16 +208,16 @@ class ElmoComponent(TrainablePipe):
             load_model_bytes(self.model, path.read_bytes())
 
     def _restore_cfg(self, saved: Dict[str, Any]) -> None:
-        """The saved settings, except those the config gives (CONFIGURED_CFG); configured
-        weights other than the saved biLM's are named in a warning (the saved one runs)."""
-        if self.cfg["weights"] is not None and saved.get("weights") != self.cfg["weights"]:
-            origin = saved.get("weights")
-            warnings.warn(Warnings.W006.format(
-                name=self.name, weights=self.cfg["weights"],
+        """The saved settings, except those the config gives (serialize.CONFIGURED);
+        configured weights other than the saved biLM's are named in a warning (the saved one
+        runs)."""
+        configured, origin = self.source.weights, BilmSource.from_cfg(saved).weights
+        if configured is not None and origin != configured:
+            warn(Warnings.W006.format(
+                name=self.name, weights=configured,
                 saved="the bundled biLM" if origin is None else f"'{origin}'"), stacklevel=2)
-        configured = {key: self.cfg[key] for key in CONFIGURED_CFG}
-        self.cfg.update(saved)
-        self.cfg.update(configured)
+        with configured_wins(self.cfg):
+            self.cfg.update(saved)
         self._set_replacement_cfg()
 
     # running --------------------------------------------------------------------------
@@ -234,7 +233,7 @@ class ElmoComponent(TrainablePipe):
             doc._.elmo = self.fixed_mix(array)
             doc._.elmo_layers = array if keep_layers else None
             if self.cfg["set_vector_hooks"]:
-                set_vector_hooks(doc)
+                install_vector_hooks(doc)
 
     def fixed_mix(self, layers: np.ndarray) -> np.ndarray:
         """`doc._.elmo`: this component's fixed weighted average of the layers, `gamma *

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import ArgsKwargs, Model, Optimizer, get_torch_default_device, xp2torch
@@ -14,30 +13,15 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
-from ..bilm import BiLM, BiLMOptions, CharIds, WordCache, load_bilm
-from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, Piece, batches, split
+from ..bilm import BiLM, BiLMOptions, WordCache
+from ..bilm.sources import BilmSource
+from ..bilm.weights import load_files
+from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
 from .cache import OutputCache
-from .serialize import deserialize_holder, serialize_holder
-
-
-class BiLMHolder(torch.nn.Module):
-    """The torch side of the wrapper: empty until weights are loaded, then a BiLM.
-
-    `generation` counts changes of the biLM's weights by optimizer steps (fine-tuning) and
-    loading, for the caches.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bilm: Optional[BiLM] = None
-        self.char_ids: Optional[CharIds] = None
-        self.generation = 0
-
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        assert self.bilm is not None
-        return self.bilm(char_ids).layers
+from .holder import BiLMHolder
+from .serialize import configured_wins, deserialize_holder, serialize_holder
 
 
 class BiLMShim(PyTorchShim):
@@ -68,8 +52,8 @@ def build_elmo_model(
     *,
     batch_size: int = BATCH_SIZE,
     max_batch_tokens: int = MAX_BATCH_TOKENS,
-    max_sentence_tokens: int = 100,
-    word_cache_size: int = 50_000,
+    max_sentence_tokens: int = WINDOW,
+    word_cache_size: int = WORD_CACHE,
     output_cache_mb: float = 0.0,
     dropout: float = 0.0,
 ) -> Model[List[Doc], List[Floats3d]]:
@@ -110,30 +94,23 @@ def build_elmo_model(
     )
 
 
-# what running the biLM takes from the config, also in a loaded pipeline (not its saved
-# values): spacy.load(..., config=...) may change them, e.g. output_cache_mb 0 to serve
-RUNTIME_ATTRS = ("batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
-                 "dropout", "output_cache")
-
-
 def load_model_bytes(model: Model, data: bytes) -> None:
     """`model.from_bytes(data)`: the saved biLM, with the settings the model was built with
-    (RUNTIME_ATTRS)."""
-    configured = {key: model.attrs[key] for key in RUNTIME_ATTRS}
-    model.from_bytes(data)
-    model.attrs.update(configured)
+    (`serialize.CONFIGURED`)."""
+    with configured_wins(model.attrs):
+        model.from_bytes(data)
     bilm = get_holder(model).bilm
     if bilm is not None:
         _apply_settings(model, bilm)
 
 
-def load_weights(model: Model, weights: Optional[str], options: Optional[str], *,
-                 weights_format: str = "auto", lang: str = "en", reload: bool = True) -> None:
-    """Load a biLM into an ElmoModel from what `bilm.sources.locate` accepts (None: the biLM
-    bundled for `lang`). With reload=False a model that already holds a biLM (e.g. from a
-    saved pipeline) is left as it is."""
+def load_weights(model: Model, source: BilmSource, *, lang: str = "en", reload: bool = True
+                 ) -> None:
+    """Load the biLM `source` names into an ElmoModel (no weights: the biLM bundled for
+    `lang`). With reload=False a model that already holds a biLM (e.g. from a saved
+    pipeline) is left as it is."""
     if reload or not has_bilm(model):
-        set_bilm(model, load_bilm(weights, options, format=weights_format, lang=lang))
+        set_bilm(model, load_files(source.locate(lang)))
 
 
 def get_holder(model: Model) -> BiLMHolder:

@@ -92,7 +92,7 @@ def _vector_norm(obj: Union[Doc, Span, Token]) -> float:
     return _norm(obj.vector)
 
 
-def set_vector_hooks(doc: Doc) -> None:
+def install_vector_hooks(doc: Doc) -> None:
     """Make `.vector`, `.vector_norm`, `.has_vector` and `.similarity()` use ELMo vectors."""
     doc.user_hooks.update({"vector": doc_elmo_mean, "has_vector": _has,
                            "vector_norm": _vector_norm, "similarity": _similarity})

@@ -1,24 +1,22 @@
 """ELMo features for NER, textcat and other components from the shared `elmo` component: the
-listener, with the task's own learned layer mix and optional spaCy features beside it. The
-model around the mix (`assemble`) serves the private-biLM tok2vec (tok2vec.py) too."""
+listener (`spacy-elmo.ElmoListener`), with the task's own learned layer mix and optional
+spaCy features beside it, and what `nlp.replace_listeners` turns it into (a private copy of
+the component's biLM)."""
 
 from __future__ import annotations
 
-import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Maxout, Model, chain, concatenate, with_array
+from thinc.api import Model, chain
 from thinc.types import Floats2d, Floats3d
 
-from ..errors import ElmoError, Errors, Warnings
+from ..bilm.sources import BilmSource
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..validation import boolean, check_all, integer, number, path, string
-from .elmo_model import load_weights
-from .scalar_mix import ScalarMix, scalar_mixes
-
-if TYPE_CHECKING:
-    from .component import ElmoComponent
+from .head import Upstream, assemble
+from .scalar_mix import ScalarMix
 
 
 class ElmoListener(Model):
@@ -34,7 +32,7 @@ class ElmoListener(Model):
                        attrs={"grad_factor": grad_factor, "fed": False})
         self.upstream_name = upstream_name
         # the `elmo` component, once it found this one
-        self.upstream: Optional[ElmoComponent] = None
+        self.upstream: Optional[Upstream] = None
         self._batch_id: Optional[int] = None
         self._outputs: Optional[List[Floats3d]] = None
         self._backprop: Optional[Callable] = None
@@ -101,7 +99,7 @@ def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
                 raise ElmoError(Errors.E056)
             if len(doc) and model.attrs["fed"] and not model._warned:
                 model._warned = True
-                warnings.warn(Warnings.W003, stacklevel=2)
+                warn(Warnings.W003, stacklevel=2)
             outputs.append(model.ops.alloc3f(n_layers, len(doc), width))
         else:
             outputs.append(model.ops.asarray3f(layers))
@@ -148,50 +146,42 @@ def build_elmo_listener(
     return assemble(mixed, receiver, features, width, encode, "spacy-elmo.ElmoListener.v1")
 
 
-def assemble(mixed: Model, source: Model, features: Optional[Model], width: Optional[int],
-              encode: Optional[Model], where: str) -> Model[List[Doc], List[Floats2d]]:
-    """[features ;] mix, then optionally a Maxout projection to `width` and an encoder."""
-    inner = mixed if features is None else concatenate(features, mixed)
-    refs: Dict[str, Optional[Model]] = {"elmo_source": source}
-    if features is not None:
-        refs["features"] = features
-    if encode is not None and width is None:
-        raise ElmoError(Errors.E057.format(where=where))
-    if width is not None:
-        inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))
-        if encode is not None:
-            inner = chain(inner, encode)
-    return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,
-                 dims={"nO": width}, refs=refs, attrs={"width": width})
+def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
+    """Runs a component's own ElmoModel: frozen (cached, no gradients) at grad_factor 0."""
+    return Model("elmo-private", _private_forward, layers=[elmo],
+                 attrs={"grad_factor": grad_factor})
 
 
-def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Callable]:
-    return model.layers[0](docs, is_train)
+def _private_forward(model: Model, docs: List[Doc], is_train: bool
+                     ) -> Tuple[List[Floats3d], Callable]:
+    elmo = model.layers[0]
+    factor = model.attrs["grad_factor"]
+    if not is_train or factor == 0:
+        return elmo.predict(docs), lambda d_outputs: []
+    outputs, backprop_elmo = elmo(docs, is_train)
+
+    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
+        return backprop_elmo([d * factor for d in d_outputs])
+
+    return outputs, backprop
 
 
-def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> None:
-    source = model.get_ref("elmo_source")
-    dims_from: Model
-    if isinstance(source, ElmoListener):
-        dims_from = source
-        if not source.has_dim("nO") and source.upstream is not None:
-            # an `elmo` component nlp.initialize() skipped ([training] frozen_components)
-            source.upstream.ensure_loaded()
-        source.require_dims()
-    else:  # a private biLM: load it first (a loaded or copied one is kept, with its dims)
-        dims_from = source.layers[0]
-        # without weights, the biLM bundled for the docs' language (English without docs)
-        load_weights(dims_from, dims_from.attrs.get("weights"), dims_from.attrs.get("options"),
-                     weights_format=dims_from.attrs.get("weights_format", "auto"),
-                     lang=X[0].vocab.lang if X else "en", reload=False)
-    inner = model.layers[0]
-    for mix in scalar_mixes(inner):
-        mix.set_dim("nL", dims_from.get_dim("nL"), force=True)
-        mix.set_dim("nI", dims_from.get_dim("nO"), force=True)
-    inner.initialize(X=X)
-    width = model.attrs["width"]
-    if width is None:
-        width = dims_from.get_dim("nO")
-        if model.has_ref("features"):
-            width += model.get_ref("features").get_dim("nO")
-    model.set_dim("nO", width, force=True)
+def replace_listener(new_model: Model, listener: Model, component: Any) -> Model:
+    """For `nlp.replace_listeners`: the listener becomes a private copy of the biLM that keeps
+    the listener's grad_factor."""
+    return private_runner(new_model, listener.attrs["grad_factor"])
+
+
+def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any], *,
+                         source: BilmSource = BilmSource()) -> Dict[str, Any]:
+    """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 block with the `elmo`
+    component's model block and `source`, where its biLM came from (a pipeline trained again
+    from this config loads the same biLM; a saved one carries it anyway)."""
+    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
+                           "elmo": dict(elmo_cfg), **source.to_cfg()}
+    if source.weights_format == "auto":
+        del cfg["weights_format"]
+    for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
+        if key in listener_cfg:
+            cfg[key] = listener_cfg[key]
+    return cfg

@@ -1,36 +1,52 @@
 """Saving and loading the biLM of an ElmoModel (thinc's shim calls these), with a checksum
-of its tensors, and `reading`: damaged serialized data as a catalogue error (E002) that
-names what was being read."""
+of its tensors; `reading`: damaged serialized data as a catalogue error (E002) that names
+what was being read; and `configured_wins`: which settings a loaded pipeline takes from its
+config rather than from its saved data."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import pickle
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import srsly
 import torch
 
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
-from ..errors import ElmoError, Errors, first_line
-
-if TYPE_CHECKING:
-    from .elmo_model import BiLMHolder
+from ..checksums import bytes_sha256
+from ..errors import ElmoError, damaged
+from .holder import BiLMHolder
 
 # Written with the biLM's tensors since checksums came in; biLMs saved before have none
 # and load unchecked.
 CHECKSUM = "state_sha256"
-# What a damaged biLM is reported as being read from, and as (Errors.E002); `reading` sets
+MISMATCH = "the biLM's tensors do not match the checksum saved with them"
+# What a damaged biLM is reported as being read from, and as (E002); `reading` sets
 # it for the file or bytes at hand.
 _SOURCE: ContextVar[Tuple[str, str]] = ContextVar(
     "elmo_source", default=("a component's serialized bytes", "ELMo biLM weights"))
 # What damaged serialized data raises while msgpack, torch and thinc read it.
 DAMAGE = (ValueError, TypeError, KeyError, IndexError, EOFError, OSError, RuntimeError,
           pickle.UnpicklingError)
+# The settings a loaded pipeline takes from its config, not from its saved data, so that
+# spacy.load(..., config=...) can change them (e.g. output_cache_mb 0 to serve): the `elmo`
+# component's own (its cfg) and ElmoModel's (its attrs). The biLM, and where it came from,
+# are saved.
+CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma",
+              "batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
+              "dropout", "output_cache")
+
+
+@contextmanager
+def configured_wins(settings: Dict[str, Any]) -> Iterator[None]:
+    """Within, `settings` may be overwritten by saved data; afterwards those of CONFIGURED
+    that it held have their values from before again."""
+    kept = {key: settings[key] for key in CONFIGURED if key in settings}
+    yield
+    settings.update(kept)
 
 
 @contextmanager
@@ -44,20 +60,15 @@ def reading(source: Optional[str] = None, kind: Optional[str] = None) -> Iterato
     except ElmoError:
         raise
     except DAMAGE as err:
-        raise ElmoError(Errors.E002.format(**_source(), err=first_line(err).rstrip("."))
-                        ) from err
+        raise _damaged(err) from err
     finally:
         _SOURCE.reset(token)
 
 
-def _source() -> Dict[str, str]:
-    """E002's path and kind for what `reading` reads now."""
+def _damaged(err: object) -> ElmoError:
+    """E002 for what `reading` reads now."""
     path, kind = _SOURCE.get()
-    return {"path": path, "kind": kind}
-
-
-def _checksum(state: bytes) -> str:
-    return hashlib.sha256(state).hexdigest()
+    return damaged(path, kind, err)
 
 
 def serialize_holder(holder: BiLMHolder) -> bytes:
@@ -69,7 +80,7 @@ def serialize_holder(holder: BiLMHolder) -> bytes:
     torch.save(holder.bilm.state_dict(), buffer)
     state = buffer.getvalue()
     msg = {"options": holder.bilm.options.to_json_dict(), "state": state,
-           CHECKSUM: _checksum(state)}
+           CHECKSUM: bytes_sha256(state)}
     if holder.bilm.dictionary is not None:  # an ELMoForManyLangs model's characters and words
         msg["dictionary"] = holder.bilm.dictionary.to_dict()
     return srsly.msgpack_dumps(msg)
@@ -91,9 +102,8 @@ def deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHold
 def _read_bilm(data: bytes) -> BiLM:
     """The biLM `serialize_holder` wrote, its tensors checked against their checksum."""
     msg = srsly.msgpack_loads(data)
-    if CHECKSUM in msg and msg[CHECKSUM] != _checksum(msg["state"]):
-        raise ElmoError(Errors.E002.format(
-            **_source(), err="the biLM's tensors do not match the checksum saved with them"))
+    if CHECKSUM in msg and msg[CHECKSUM] != bytes_sha256(msg["state"]):
+        raise _damaged(MISMATCH)
     dictionary = msg.get("dictionary")
     bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]),
                 dictionary=None if dictionary is None else TokenDictionary.from_dict(dictionary))

@@ -1,21 +1,21 @@
-"""ELMo features from a component's own biLM, not shared (`spacy-elmo.ElmoTok2Vec`), and
-what `nlp.replace_listeners` turns an ElmoListener into: a private copy of the `elmo`
-component's biLM. As the listener, with the task's own layer mix."""
+"""ELMo features from a component's own biLM, not shared (`spacy-elmo.ElmoTok2Vec`): as the
+listener's, with the task's own layer mix and optional spaCy features beside it."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import List, Optional
 
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model, chain
 from thinc.types import Floats2d, Floats3d
 
-from ..bilm.sources import check_format
+from ..bilm.sources import BilmSource, check_format
 from ..errors import Errors
 from ..validation import check_all
 from .elmo_model import build_elmo_model
-from .listener import MIX_RULES, assemble
+from .head import assemble
+from .listener import MIX_RULES, private_runner
 from .scalar_mix import ScalarMix
 
 
@@ -80,55 +80,9 @@ def _private_tok2vec(elmo: Model, weights: Optional[str], options: Optional[str]
                "grad_factor": grad_factor, "layer_norm": layer_norm, "dropout": dropout,
                "width": width}, MIX_RULES, Errors.E020,
               {key: f"{where} {key}" for key in MIX_RULES})
-    elmo.attrs.update(weights=weights, options=options, weights_format=weights_format)
+    elmo.attrs["source"] = BilmSource.from_cfg(
+        {"weights": weights, "options": options, "weights_format": weights_format})
     runner = private_runner(elmo, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         runner, ScalarMix(layer_norm=layer_norm, dropout=dropout))
     return assemble(mixed, runner, features, width, encode, where)
-
-
-def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
-    """Runs a component's own ElmoModel: frozen (cached, no gradients) at grad_factor 0."""
-    return Model("elmo-private", _private_forward, layers=[elmo],
-                 attrs={"grad_factor": grad_factor})
-
-
-def replace_listener(new_model: Model, listener: Model, component: Any) -> Model:
-    """For `nlp.replace_listeners`: the listener becomes a private copy of the biLM that keeps
-    the listener's grad_factor."""
-    return private_runner(new_model, listener.attrs["grad_factor"])
-
-
-# the `elmo` component's settings that say which biLM it loads
-SOURCE_KEYS = ("weights", "options", "weights_format")
-
-
-def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any], *,
-                         source: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 block with the `elmo`
-    component's model block and `source`, its weights settings (a pipeline trained again
-    from this config loads the same biLM; a saved one carries it anyway)."""
-    source = source or {}
-    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
-                           "elmo": dict(elmo_cfg), "weights": source.get("weights"),
-                           "options": source.get("options")}
-    if source.get("weights_format", "auto") != "auto":
-        cfg["weights_format"] = source["weights_format"]
-    for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
-        if key in listener_cfg:
-            cfg[key] = listener_cfg[key]
-    return cfg
-
-
-def _private_forward(model: Model, docs: List[Doc], is_train: bool
-                     ) -> Tuple[List[Floats3d], Callable]:
-    elmo = model.layers[0]
-    factor = model.attrs["grad_factor"]
-    if not is_train or factor == 0:
-        return elmo.predict(docs), lambda d_outputs: []
-    outputs, backprop_elmo = elmo(docs, is_train)
-
-    def backprop(d_outputs: List[Floats3d]) -> List[Doc]:
-        return backprop_elmo([d * factor for d in d_outputs])
-
-    return outputs, backprop

@@ -3,7 +3,6 @@ today's layout whichever version wrote them."""
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 import zipfile
 import zlib
@@ -16,13 +15,16 @@ from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
 from ..bilm.weights import is_hdf5
+from ..checksums import content_sha256 as content_checksum
+from ..checksums import tensors_sha256 as tensors_checksum
 from ..errors import ElmoError, Errors, first_line
 from ..files import PathLike, atomic_write
 
 CHECKPOINT_NAME = "checkpoint.pt"
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry;
-# those of earlier versions carry one over their tensors only, which is checked instead.
+# those of earlier versions carry one over their tensors only, which is checked instead
+# (both computed by spacy_elmo.checksums).
 CHECKSUM = "content_sha256"
 TENSORS_CHECKSUM = "tensors_sha256"
 # Settings that checkpoints recorded only from a later version on, with the value an earlier
@@ -42,76 +44,6 @@ def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
             torch.save(data, f)
     except (OSError, RuntimeError) as err:
         raise ElmoError(Errors.E109.format(path=path, err=err)) from err
-
-
-def content_checksum(data: Dict[str, Any]) -> str:
-    """SHA-256 over a canonical walk of a checkpoint (less its checksums): containers with
-    their type and length, dict items in key order, tensors by dtype, shape and bytes,
-    other values by type and an exact text form."""
-    digest = hashlib.sha256()
-    _walk(digest, {k: v for k, v in data.items() if k not in (CHECKSUM, TENSORS_CHECKSUM)})
-    return digest.hexdigest()
-
-
-def _walk(digest: Any, value: Any) -> None:
-    """Feed one value of a checkpoint into `digest` (see `content_checksum`)."""
-    if isinstance(value, torch.Tensor):
-        digest.update(f"T{value.dtype}{tuple(value.shape)};".encode())
-        digest.update(_tensor_bytes(value))
-    elif isinstance(value, dict):
-        digest.update(f"{type(value).__name__}{len(value)};".encode())
-        for key in sorted(value, key=lambda k: (type(k).__name__, str(k))):
-            _leaf(digest, key)
-            _walk(digest, value[key])
-        extra = getattr(value, "__dict__", None)  # e.g. a state_dict's `_metadata`
-        if extra:
-            _walk(digest, dict(extra))
-    elif isinstance(value, (list, tuple)):
-        digest.update(f"{type(value).__name__}{len(value)};".encode())
-        for item in value:
-            _walk(digest, item)
-    else:
-        _leaf(digest, value)
-
-
-def _tensor_bytes(value: torch.Tensor) -> memoryview:
-    """A tensor's data as raw bytes, in row-major order, on the CPU."""
-    return value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data
-
-
-def _leaf(digest: Any, value: Any) -> None:
-    """Feed a value that holds no others into `digest`, with its type and length."""
-    if isinstance(value, str):
-        raw = value.encode("utf-8", "surrogatepass")
-    elif isinstance(value, bytes):
-        raw = value
-    elif isinstance(value, float):
-        raw = value.hex().encode()
-    else:  # None, bool, int, and the few other types torch's weights_only loading allows
-        raw = repr(value).encode()
-    digest.update(f"{type(value).__name__}{len(raw)}:".encode())
-    digest.update(raw)
-
-
-def tensors_checksum(data: Any) -> str:
-    """SHA-256 over every tensor in `data` (dicts, lists), with its place, dtype and
-    shape; other values are not included. Checkpoints of earlier versions carry it."""
-    digest = hashlib.sha256()
-
-    def walk(value: Any, where: str) -> None:
-        if isinstance(value, torch.Tensor):
-            digest.update(f"{where}:{value.dtype}:{tuple(value.shape)};".encode())
-            digest.update(_tensor_bytes(value))
-        elif isinstance(value, dict):
-            for key in sorted(value, key=str):
-                if key != TENSORS_CHECKSUM:
-                    walk(value[key], f"{where}/{key}")
-        elif isinstance(value, (list, tuple)):
-            for i, item in enumerate(value):
-                walk(item, f"{where}/{i}")
-
-    walk(data, "")
-    return digest.hexdigest()
 
 
 def checkpoint_path(path: PathLike) -> Path:

@@ -14,12 +14,11 @@ import io
 import lzma
 import random
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, cast
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 
 TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
 SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
@@ -349,8 +348,8 @@ def decode(piece: bytes) -> Optional[str]:
 def warn_undecodable(n: int, files: Sequence[Path], during: str) -> None:
     """Say how many lines of a corpus were skipped as not UTF-8 (nothing when none)."""
     if n:
-        warnings.warn(Warnings.W005.format(n=n, paths=[str(p) for p in files], during=during),
-                      stacklevel=3)
+        warn(Warnings.W005.format(n=n, paths=[str(p) for p in files], during=during),
+             stacklevel=3)
 
 
 def iter_sentences(files: Sequence[Path], settings: TextSettings,

@@ -19,7 +19,7 @@ from ..bilm.lm import BiLanguageModel
 from ..bilm.options import OPTIONS_NAME
 from ..bilm.sources import WEIGHTS_NAME
 from ..bilm.weights import save_bilm, write_hdf5
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, damaged
 from ..files import LOCK_NAME, DirectoryLock, PathLike, atomic_directory, is_temporary, write_json
 from .checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint, model_from_checkpoint
 from .vocab import VOCAB_NAME, Vocab
@@ -131,9 +131,8 @@ def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
         with h5py.File(directory / SOFTMAX_NAME, "r") as f:
             weight, bias = f["softmax/W"][...], f["softmax/b"][...]
     except (OSError, KeyError, ValueError) as err:
-        raise ElmoError(Errors.E002.format(path=directory / SOFTMAX_NAME,
-                                           kind="an export's softmax (softmax/W, softmax/b)",
-                                           err=err)) from err
+        raise damaged(directory / SOFTMAX_NAME, "an export's softmax (softmax/W, softmax/b)",
+                      err) from err
     if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
         raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
                                            n_vocab=len(vocab), dim=dim,

@@ -7,12 +7,11 @@ gradients, the optimizer, the LSTM cell state, the loss and the carried state st
 
 from __future__ import annotations
 
-import warnings
 from typing import ContextManager
 
 import torch
 
-from ..errors import Warnings
+from ..errors import Warnings, warn
 from .machine import cpu_flags
 
 
@@ -31,4 +30,4 @@ def native_bf16(device: torch.device) -> bool:
 def check_precision(device: torch.device, precision: str) -> None:
     """Warn when bf16 is asked for on a device that would emulate it."""
     if precision == "bf16" and not native_bf16(device):
-        warnings.warn(Warnings.W010.format(device=device.type.upper()), stacklevel=2)
+        warn(Warnings.W010.format(device=device.type.upper()), stacklevel=2)

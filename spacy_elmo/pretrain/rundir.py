@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import LOCK_NAME, DirectoryLock, is_temporary, sweep_stale, write_text
 from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
@@ -101,8 +100,7 @@ def warn_inside_corpus(config: PretrainConfig) -> None:
     """W018 when the run directory lies where a corpus pattern looks for files."""
     pattern = pattern_holding([*config.train, *config.dev], Path(config.output))
     if pattern is not None:
-        warnings.warn(Warnings.W018.format(output=config.output, pattern=pattern),
-                      stacklevel=2)
+        warn(Warnings.W018.format(output=config.output, pattern=pattern), stacklevel=2)
 
 
 def check_inputs(config: PretrainConfig, out: Path) -> None:

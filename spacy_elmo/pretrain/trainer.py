@@ -6,7 +6,6 @@ import json
 import math
 import signal
 import time
-import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -22,7 +21,7 @@ from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import write_json
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
@@ -295,7 +294,7 @@ class Trainer:
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
         check_precision(ctx.device, config.precision)
         if config.optimizer == "adam" and ctx.is_main:
-            warnings.warn(Warnings.W013, stacklevel=2)
+            warn(Warnings.W013, stacklevel=2)
         self.model = model.to(ctx.device).train()
         self.net: torch.nn.Module = self.model
         if ctx.distributed:

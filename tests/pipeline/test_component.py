@@ -84,10 +84,10 @@ def test_docbin_roundtrip_keeps_vectors(nlp_elmo):
 
 
 def test_vector_hooks_on_a_doc_without_vectors_say_why(nlp_elmo):
-    from spacy_elmo.pipeline import set_vector_hooks
+    from spacy_elmo.pipeline import install_vector_hooks
 
     doc = nlp_elmo.make_doc("no vectors here")
-    set_vector_hooks(doc)
+    install_vector_hooks(doc)
     with pytest.raises(ElmoError, match="has no ELMo vectors"):
         _ = doc.vector
     with pytest.raises(ElmoError, match="has no ELMo vectors"):
@@ -207,7 +207,7 @@ def test_url_weights_are_downloaded_once(tmp_path, weights_dir, monkeypatch):
     calls = []
     real = sources.download
     monkeypatch.setattr(sources, "download",
-                        lambda url, target: (calls.append(url), real(url, target))[1])
+                        lambda url, target, kind: (calls.append(url), real(url, target, kind))[1])
     nlp.initialize()
     assert len(list((tmp_path / "cache").rglob("weights.hdf5"))) == 1
     assert sorted(u.rsplit("/", 1)[1] for u in calls) == ["options.json", "weights.hdf5"]

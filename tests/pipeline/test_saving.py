@@ -176,13 +176,14 @@ def test_a_biLM_of_another_width_under_a_trained_listener(weights_dir, narrow_we
 
 
 def test_a_private_biLM_of_another_width_under_a_trained_mix(weights_dir, narrow_weights):
+    from spacy_elmo.bilm.sources import BilmSource
     from spacy_elmo.pipeline.elmo_model import load_weights
 
     nlp, examples = _ner_pipeline(
         weights_dir, {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
                       "weights": str(weights_dir)})
     private = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo")
-    load_weights(private, str(narrow_weights), None)
+    load_weights(private, BilmSource(str(narrow_weights)))
     with pytest.raises(ElmoError, match=r"\[E054\] .* width 12, but the biLM now gives "
                                         r"width 10"):
         nlp("Alice went to Paris today .")
