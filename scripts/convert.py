@@ -1,5 +1,5 @@
-"""Convert labelled datasets to spaCy's `.spacy` format: `ner` and `textcat` subcommands (the
-logic: spacy_elmo/experiments/convert.py; `--help` for the usage."""
+"""Convert labelled datasets to spaCy's `.spacy` format: `ner`, `textcat` and `conllu`
+subcommands (the logic: spacy_elmo/experiments/convert.py; `--help` for the usage)."""
 
 from spacy_elmo.experiments.convert import app
 

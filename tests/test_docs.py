@@ -176,6 +176,15 @@ def spacy_cli() -> Any:
     return typer.main.get_command(spacy.cli.app)
 
 
+@cache
+def pretrain_settings() -> Tuple[Set[str], Set[str]]:
+    """The pretraining settings' section.key paths and their shortcut flags."""
+    from spacy_elmo.pretrain import settings
+    from spacy_elmo.pretrain.config import PretrainConfig
+
+    return set(settings.by_path(PretrainConfig)), set(settings.by_flag(PretrainConfig))
+
+
 def is_group(command: Any) -> bool:
     return isinstance(getattr(command, "commands", None), dict)
 
@@ -294,6 +303,9 @@ def check_command(tokens: List[str], ctx: Context) -> Iterator[str]:
         return
     args = tokens[i:]
     allowed = options_of(group)
+    pretrain = path == ["spacy-elmo", "pretrain"]
+    if pretrain:  # its settings' shortcut flags, parsed by the command itself
+        allowed |= set(pretrain_settings()[1])
     config = next((ctx.root / a for a in args if re.search(r"\.(cfg|json)$", a)), None)
     unnamed = config is None and any(is_placeholder(a) for a in args)  # `... CONFIG --x.y`
     if path == ["spacy", "project", "run"]:
@@ -304,6 +316,10 @@ def check_command(tokens: List[str], ctx: Context) -> Iterator[str]:
         flag = arg.split("=")[0]
         command = " ".join(path)
         if "." in flag and flag.startswith("--"):
+            if pretrain:  # any declared setting, whether or not the config file lists it
+                if flag[2:] not in pretrain_settings()[0]:
+                    yield f"`{' '.join(path)}`: no setting {flag[2:]}"
+                continue
             if path == ["spacy", "project", "run"] or unnamed:
                 continue
             problem = check_override(flag, config, ctx)
@@ -561,7 +577,7 @@ BAD = [
      "[x.encoder]"),
     ("```python\nx = \"spacy-elmo.ElmoListener.v9\"\n```", "not a registered name"),
     ("```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layer = true\n```", "store_layer"),
-    ("`spacy-elmo pretrain t.txt --training.max_steps 5`", "without a config file"),
+    ("`spacy train data.txt --training.max_steps 5`", "without a config file"),
     ("`spacy-elmo pretrain configs/a.cfg --training.max_stepz 5`", "no setting training.max_stepz"),
     ("[config](configs/a.cfg) outside spaCy's part is relative to docs/", "missing file"),
 ]

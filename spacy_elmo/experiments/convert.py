@@ -225,6 +225,30 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         typer.echo(f"{input_path} -> {path}: {len(part)} sentences, {len(db)} docs")
 
 
+@app.command()
+def conllu(input_path: Path, output_path: Path, sentences_per_doc: int = 1,
+           overwrite: bool = False) -> None:
+    """Universal Dependencies CoNLL-U to .spacy with spaCy's own converter (`spacy convert
+    --converter conllu`): tags, morphology, lemmas, heads and labels; docs of N sentences
+    (1: each sentence alone, the gold-segmentation setting UD scores are reported in).
+    --overwrite replaces an existing OUTPUT_PATH."""
+    from spacy.training.converters import conllu_to_docs
+
+    if sentences_per_doc < 1:
+        raise typer.BadParameter(f"--sentences-per-doc must be 1 or more, not "
+                                 f"{sentences_per_doc}")
+    _check_args(input_path, output_path, None, None, 0, overwrite=overwrite)
+    text = "\n".join(_read_lines(input_path, "CoNLL-U file"))
+    db = DocBin(docs=conllu_to_docs(text, n_sents=sentences_per_doc, merge_subtokens=False,
+                                    no_print=True))
+    if not len(db):
+        raise typer.BadParameter(f"{input_path} holds no sentences: CoNLL-U files have one "
+                                 "'ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC' line "
+                                 "per word")
+    _write(output_path, db)
+    typer.echo(f"{input_path} -> {output_path}: {len(db)} docs")
+
+
 def _split(rows: List[T], output: Path, split: Optional[float], split_output: Optional[Path],
            seed: int, what: str = "rows") -> List[Tuple[Path, List[T]]]:
     """(path, rows) pairs: all rows to `output`, or a seeded random fraction to

@@ -3,7 +3,8 @@
   python scripts/compare.py METRICS_DIR TRAINING_DIR OUTPUT_DIR
 
 Writes OUTPUT_DIR/results.md (models down, tasks across: test and dev scores of every run,
-and the test difference to the CNN baseline; NER: entity F1, textcat: accuracy),
+and the test difference to the CNN baseline; NER: entity F1, textcat: accuracy; the UD
+pipelines: every score in a table of their own),
 OUTPUT_DIR/layer_weights.md and OUTPUT_DIR/layer_weights.png (softmax(w) and gamma learned
 by each ELMo task: which biLM layer it leans on).
 
@@ -27,11 +28,14 @@ import typer
 from spacy_elmo.files import atomic_write, write_text
 from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
+from .ud import collect_ud, ud_table
+
 NAMES = {"ner": "CoNLL-2003 NER (F1)", "wnut": "WNUT-17 NER (F1)",
          "sst5": "SST-5 (accuracy)", "trec": "TREC-6 (accuracy)",
          "msra": "MSRA NER (F1)", "weibo": "Weibo NER (F1)", "resume": "Resume NER (F1)",
          "thucnews": "THUCNews titles (accuracy)",
-         "thucnewsjieba": "THUCNews titles, jieba words (accuracy)"}
+         "thucnewsjieba": "THUCNews titles, jieba words (accuracy)",
+         "ud": "UD English EWT (LAS)"}
 ENGLISH = ["ner", "wnut", "sst5", "trec"]
 CHINESE = ["msra", "weibo", "resume", "thucnews", "thucnewsjieba"]
 MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
@@ -49,8 +53,11 @@ Rows = Dict[Tuple[str, str], Dict[int, Dict[str, float]]]
 
 
 def score(data: dict) -> float:
-    """The table's figure of a `spacy evaluate` result: entity F1, else micro-F (accuracy
-    for exclusive classes), in percent."""
+    """The table's figure of a `spacy evaluate` result: LAS for a parser (the UD table; its
+    other scores in ud.py), entity F1, else micro-F (accuracy for exclusive classes), in
+    percent."""
+    if data.get("dep_las") is not None:
+        return 100 * data["dep_las"]
     if "ents_f" in data and data["ents_f"] is not None:
         return 100 * data["ents_f"]
     return 100 * data["cats_micro_f"]
@@ -181,6 +188,10 @@ def main(metrics: Path, training: Path, output: Path) -> None:
         table = score_table(rows, datasets)
         if table:
             lines += [f"### {title}", ""] + table + [""]
+    table = ud_table(collect_ud(metrics, parse_run), MODELS)
+    if table:
+        lines += ["### UD English EWT (test scores, mean over the seeds; models selected on dev "
+                  "by the configs' score weights)", ""] + table + [""]
     write_text(output / "results.md", "\n".join(lines))
     typer.echo("\n".join(lines))
     mixes = layer_mixes(training)

@@ -242,7 +242,7 @@ def plan(todo: List[Cell], dry_run: bool) -> Tuple[List[Cell], List[str], List[s
 
 
 def main(
-    table: str = typer.Argument(..., help="en or zh"),
+    table: str = typer.Argument(..., help="en, zh or ud"),
     tasks: str = typer.Option("", help="comma-separated tasks (default: the table's)"),
     rows: str = typer.Option("", help="comma-separated rows (default: each task's)"),
     seeds: str = typer.Option("0,1", help="comma-separated seeds"),

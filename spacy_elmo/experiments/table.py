@@ -13,13 +13,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from .results import CELL_DONE
 
 CONFIGS = Path("configs")  # relative to the project directory, as the commands name them
-KINDS = ("ner", "textcat")
+KINDS = ("ner", "textcat")  # the families of the per-variant configs of before composition
 
 
 @dataclass(frozen=True)
 class Task:
     dataset: str  # corpus/<dataset>/
-    kind: str  # "ner" or "textcat": the config family and the component's name
+    kind: str  # "ner", "textcat" or "ud": the config family (and the component's name)
     rows: Tuple[str, ...]  # the rows run by default
     lang: str = "en"  # --nlp.lang of its configs
     tokenizer: str = ""  # "jieba": the jieba-word configs (configs/zh_<kind>_<row>_jieba.cfg)
@@ -39,6 +39,7 @@ class Row:
 EN_ROWS = ("cnn", "cnnpre", "cnnw2vsame", "cnnw2vall", "elmo", "elmo_concat",
            "elmo_concat_w2v")
 ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat")
+UD_ROWS = ("cnn", "cnnw2vall", "elmo", "elmo_concat", "elmo_concat_w2v")
 TABLES: Dict[str, Dict[str, Task]] = {
     "en": {
         "ner": Task("conll", "ner", EN_ROWS + ("elmo_ft",)),
@@ -56,6 +57,8 @@ TABLES: Dict[str, Dict[str, Task]] = {
         "thucnewsjieba": Task("thucnews_jieba", "textcat", ("cnn", "elmo"), lang="zh",
                               tokenizer="jieba", bilm="jieba_weights"),
     },
+    # UD English EWT: tagger, morphologizer, parser and lemmatizer in one pipeline
+    "ud": {"ud": Task("ud_en_ewt", "ud", UD_ROWS)},
 }
 ROWS: Dict[str, Row] = {
     "cnn": Row("cnn"),
@@ -71,12 +74,15 @@ ROWS: Dict[str, Row] = {
     "elmo_concat_w2v": Row("elmo_concat", {"elmo_weights": "{weights}", "vectors": "{w2v}"},
                            vectors=True),
 }
-W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp"}
+W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp",
+              "ud": "vectors/w2v_all/nlp"}
 SPLITS = ("train", "dev", "test")  # corpus/<dataset>/<split>.spacy: every cell needs all three
-# where each architecture's static vectors are switched on ({kind}: the task's component)
+# where each architecture's static vectors are switched on ({kind}: the task's component;
+# the UD configs' four listeners share one switch)
 STATIC_VECTORS = {"cnn": "components.tok2vec.model.embed.include_static_vectors",
                   "elmo_concat": "components.{kind}.model.tok2vec.features."
-                                 "include_static_vectors"}
+                                 "include_static_vectors",
+                  "ud_elmo_concat": "paths.static_vectors"}
 TASK_DATASETS = {name: task.dataset for tasks in TABLES.values() for name, task in tasks.items()}
 
 
@@ -113,7 +119,8 @@ def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
     if task.lang != "en" and not task.tokenizer:
         overrides["nlp.lang"] = task.lang
     if row.vectors:
-        overrides[STATIC_VECTORS[row.config].format(kind=task.kind)] = "true"
+        switch = STATIC_VECTORS.get(f"{task.kind}_{row.config}", STATIC_VECTORS[row.config])
+        overrides[switch.format(kind=task.kind)] = "true"
     overrides.update({k.format(kind=task.kind): v for k, v in row.overrides.items()})
     return config, overrides
 
