@@ -45,27 +45,38 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 
 class Int8Matmul:
-    """x (..., in) @ W (in, out) [+ b], with W held as int8 per output column."""
+    """x (..., in) @ W (in, out) [+ b], with W held as int8 per output column.
+
+    Each row of x is quantized on its own scale, so a sentence's vectors do not depend on
+    what else is in the batch (the kernels quantize a whole input on one scale: every row is
+    scaled to the same maximum, and two guard rows pin that input's range)."""
 
     def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> None:
         w = weight.detach().to(torch.float32).t().contiguous()  # (out, in), as kernels want
         scales = (w.abs().amax(1) / 127.0).clamp_min(1e-12).to(torch.float64)
         zeros = torch.zeros(w.shape[0], dtype=torch.long)
-        b = None if bias is None else bias.detach().to(torch.float32).contiguous()
         with warnings.catch_warnings():
             # torch 2.13 marks quantized tensor creation as deprecated; the kernels it
             # feeds are what runs int8 on CPU today (check_precision says when they're gone)
             warnings.simplefilter("ignore")
             quantized = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
-            self.packed = torch.ops.quantized.linear_prepack(quantized, b)
+            self.packed = torch.ops.quantized.linear_prepack(quantized, None)
+        self.bias = None if bias is None else bias.detach().to(torch.float32).clone()
         self.n_out = w.shape[0]
+        self.guard = torch.zeros(2, w.shape[1])
+        self.guard[0, 0], self.guard[1, 0] = -1.0, 1.0
         # fbgemm's AVX2 path adds pairs of u8 x s8 products in int16: 7-bit activations
         # keep those sums from saturating (as torch's own dynamic quantization does)
         self.reduce_range = int8_engine() in ("x86", "fbgemm")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).to(torch.float32).contiguous()
-        out = torch.ops.quantized.linear_dynamic(flat, self.packed, self.reduce_range)
+        flat = x.reshape(-1, x.shape[-1]).to(torch.float32)
+        peak = flat.abs().amax(1, keepdim=True).clamp_min(1e-30)
+        rows = torch.cat([flat / peak, self.guard])  # every row's peak at 1, range [-1, 1]
+        out = torch.ops.quantized.linear_dynamic(rows, self.packed, self.reduce_range)
+        out = out[: flat.shape[0]].mul_(peak)
+        if self.bias is not None:
+            out.add_(self.bias)
         return out.view(*x.shape[:-1], self.n_out)
 
 

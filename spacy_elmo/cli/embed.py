@@ -14,6 +14,7 @@ from tqdm import tqdm
 from wasabi import msg
 
 from ..bilm.embedder import LAYER_MODES, Embedder
+from ..bilm.int8 import check_precision
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
 from ..errors import ElmoError, Errors
@@ -55,6 +56,9 @@ def embed_cli(
     window: int = typer.Option(WINDOW, "--window", help=(
         "Longer lines run as overlapping windows of this many tokens, with window/4 "
         "tokens of context either side (approximate LSTM layers; see the docs).")),
+    precision: str = typer.Option("fp32", "--precision", help=(
+        "fp32, or int8: the biLM's matrices as int8 on the CPU (faster, close to fp32; see "
+        "the docs).")),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT."),
 ) -> None:
     """The `embed` command (help text: EMBED_HELP)."""
@@ -62,7 +66,7 @@ def embed_cli(
         n = embed_file(input_path, output_path, weights=weights, lang=lang, options=options,
                        weights_format=weights_format, layers=layers, batch_size=batch_size,
                        stateful=stateful, gpu_id=gpu_id, word_cache=word_cache, window=window,
-                       overwrite=overwrite)
+                       precision=precision, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -77,7 +81,8 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
                lang: str = "en", options: Optional[PathLike] = None,
                weights_format: str = "auto", layers: str = "all", batch_size: int = BATCH_SIZE,
                stateful: bool = False, gpu_id: int = -1, word_cache: int = WORD_CACHE,
-               window: int = WINDOW, overwrite: bool = False, progress: bool = True) -> int:
+               window: int = WINDOW, precision: str = "fp32", overwrite: bool = False,
+               progress: bool = True) -> int:
     """The `embed` command as a function; returns the number of lines written. Without
     `weights`, the biLM bundled for `lang`.
 
@@ -93,7 +98,9 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
     lines = read_lines(input_path)  # checks the file before the model is loaded
     guard_output(output_path, inputs=[input_path], overwrite=overwrite)
     device = select_device(gpu_id)
+    check_precision(precision, device)
     bilm = load_bilm(weights, options, format=weights_format, lang=lang).to(device)
+    bilm.set_precision(precision)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
     for_model, for_index = itertools.tee(lines)

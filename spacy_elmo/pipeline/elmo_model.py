@@ -14,11 +14,12 @@ from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, WordCache
+from ..bilm.int8 import PRECISIONS
 from ..bilm.sources import BilmSource
 from ..bilm.weights import load_files
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
-from ..validation import check_all, integer, number
+from ..validation import check_all, choice, integer, number
 from .cache import OutputCache
 from .holder import BiLMHolder
 from .serialize import configured_wins, deserialize_holder, serialize_holder
@@ -44,7 +45,7 @@ class BiLMShim(PyTorchShim):
 MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
                "max_sentence_tokens": integer(1),
                "word_cache_size": integer(0), "output_cache_mb": number(0),
-               "dropout": number(0, 1, high_open=True)}
+               "dropout": number(0, 1, high_open=True), "precision": choice(PRECISIONS)}
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v1")
@@ -56,6 +57,7 @@ def build_elmo_model(
     word_cache_size: int = WORD_CACHE,
     output_cache_mb: float = 0.0,
     dropout: float = 0.0,
+    precision: str = "fp32",
 ) -> Model[List[Doc], List[Floats3d]]:
     """Run docs through a biLM, sentence by sentence; output (L+1, n_tokens, width) per doc.
 
@@ -67,11 +69,13 @@ def build_elmo_model(
     output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs (off
     by default: for inference it only holds memory; the training configs set 2048).
     dropout: the biLM's own dropout, used only when it is fine-tuned.
+    precision: "fp32", or "int8" for inference on the CPU with int8 copies of the biLM's
+    matrices (bilm/int8.py; training runs fp32 either way).
     """
     check_all({"batch_size": batch_size, "max_batch_tokens": max_batch_tokens,
                "max_sentence_tokens": max_sentence_tokens,
                "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
-               "dropout": dropout}, MODEL_RULES, Errors.E020,
+               "dropout": dropout, "precision": precision}, MODEL_RULES, Errors.E020,
               {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
     shim = BiLMShim(BiLMHolder(), serialize_model=serialize_holder,
                     deserialize_model=deserialize_holder)
@@ -89,6 +93,7 @@ def build_elmo_model(
             "max_sentence_tokens": max_sentence_tokens,
             "word_cache_size": word_cache_size,
             "dropout": dropout,
+            "precision": precision,
             "output_cache": OutputCache(output_cache_mb),
         },
     )
@@ -205,8 +210,13 @@ def doc_pieces(docs: Sequence[Doc], max_tokens: int) -> List[Piece]:
 
 
 def _apply_settings(model: Model, bilm: BiLM) -> None:
-    """Apply the model's dropout and word-cache settings (also after deserialization)."""
+    """Apply the model's dropout, precision and word-cache settings (also after
+    deserialization)."""
     bilm.set_dropout(model.attrs["dropout"])
+    precision = model.attrs.get("precision", "fp32")  # models saved before it existed
+    if bilm.precision != precision:
+        bilm.set_precision(precision)
+        get_holder(model).generation += 1  # cached outputs came from the other precision
     size = model.attrs["word_cache_size"]
     if size > 0 and (bilm.word_cache is None or bilm.word_cache.max_entries != size):
         bilm.word_cache = WordCache(size)

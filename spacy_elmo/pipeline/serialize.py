@@ -37,7 +37,7 @@ DAMAGE = (ValueError, TypeError, KeyError, IndexError, EOFError, OSError, Runtim
 # are saved.
 CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma",
               "batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
-              "dropout", "output_cache")
+              "dropout", "precision", "output_cache")
 
 
 @contextmanager

@@ -108,3 +108,37 @@ def test_precisions_this_machine_cannot_run_are_refused(monkeypatch):
     monkeypatch.setattr(int8, "int8_engine", lambda: None)  # a torch built without them
     with pytest.raises(ElmoError, match=r"\[E152\] .*quantized CPU kernels"):
         make_random_bilm().set_precision("int8")
+
+
+def test_a_sentence_gets_the_same_int8_vectors_whatever_else_is_in_the_batch():
+    """Activations are quantized per row: a batch's other sentences don't move its scale."""
+    bilm = make_random_bilm()
+    bilm.set_precision("int8")
+    ids = batch_to_ids(SENTENCES)
+    together = layers(bilm, ids)
+    for i, sentence in enumerate(SENTENCES):
+        alone = layers(bilm, batch_to_ids([sentence]))[:, 0]
+        n = len(sentence)
+        torch.testing.assert_close(alone[:, :n], together[:, i, :n], atol=1e-5, rtol=1e-5)
+
+
+def test_embed_writes_int8_vectors_close_to_fp32(tmp_path, tiny_weights_dir):
+    import h5py
+
+    from spacy_elmo.cli.embed import embed_file
+
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
+    out = {}
+    for precision in ("fp32", "int8"):
+        path = tmp_path / f"{precision}.hdf5"
+        embed_file(text, path, weights=tiny_weights_dir, precision=precision, progress=False)
+        with h5py.File(path, "r") as f:
+            out[precision] = [torch.from_numpy(f[str(i)][()]) for i in range(len(SENTENCES))]
+    for a, b in zip(out["fp32"], out["int8"], strict=True):
+        assert not torch.equal(a, b)
+        assert F.cosine_similarity(a, b, dim=-1).mean() >= MIN_COSINE
+    with pytest.raises(ElmoError, match=r"\[E150\]"):
+        embed_file(text, tmp_path / "x.hdf5", weights=tiny_weights_dir, precision="int4",
+                   progress=False)
+    assert not (tmp_path / "x.hdf5").exists()
