@@ -381,7 +381,7 @@ def registered(name: str) -> Optional[object]:
 
     import spacy_elmo  # noqa: F401  (registers the functions)
 
-    for table in ("architectures", "layers", "misc"):
+    for table in ("architectures", "layers", "misc", "callbacks"):
         if registry.has(table, name):
             return registry.get(table, name)
     return None
