@@ -34,8 +34,11 @@ import torch
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.machine import cpu_flags, cpu_model
+from spacy_elmo.pretrain.optim import make_optimizer
 from spacy_elmo.pretrain.precision import autocast, native_bf16
+from spacy_elmo.pretrain.trainer import update
 from spacy_elmo.pretrain.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,13 +118,13 @@ def part_fns(model: BiLanguageModel, batch: LMBatch) -> Dict[str, Callable[[], o
         model.softmax.sampled_nll(hidden, targets, n_negatives=model.n_negatives).sum()\
             .backward()
 
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0,
-                                    fused=True)
+    config = PretrainConfig(train=["synthetic"], optimizer="adagrad", lr=0.2)
+    optimizer = make_optimizer(config, model)  # the trainer's own
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
 
     def step() -> None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
         optimizer.step()
 
     return {"char CNN": cnn, "LSTM": lstm, "softmax": softmax, "optimizer": step}
@@ -165,22 +168,27 @@ def make_vocab(n_vocab: int) -> Vocab:
 def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, window: int,
             n_negatives: int, threads: int) -> Tuple[Callable[[], object], LMBatch,
                                                      BiLanguageModel]:
-    """A training step (forward, backward, clip, optimizer) of a fresh model on one path."""
+    """A training step (forward, backward, clip, optimizer) of a fresh model on one path:
+    the fast paths run the trainer's own update (`trainer.update`) and optimizer
+    (`optim.make_optimizer`, Adagrad as the bundled biLM's recipe); the reference path the
+    code before them (autograd's LSTM backward, torch's unfused Adagrad)."""
     torch.manual_seed(0)
     model = BiLanguageModel(BiLM(options), len(vocab), n_negatives=n_negatives).train()
     model.bilm.lstm.set_fused_backward(path.lstm_backward == "fused")
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0,
-                                    fused=path.fused_optimizer or None)
+    config = PretrainConfig(train=["synthetic"], optimizer="adagrad", lr=0.2, window=window,
+                            batch_size=rows, n_negatives=n_negatives, precision=path.precision)
+    if path.fused_optimizer:
+        optimizer = make_optimizer(config, model)
+    else:
+        optimizer = torch.optim.Adagrad(model.parameters(), lr=config.lr,
+                                        initial_accumulator_value=1.0)
     batch = synthetic_batch(vocab, options, rows, window)
 
     def train_step() -> None:
         torch.set_num_threads(threads)
         with autocast(torch.device("cpu"), path.precision):
             out = model(batch)
-        optimizer.zero_grad(set_to_none=True)
-        (out.mean_loss * window).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
-        optimizer.step()
+        update(config, model, optimizer, out.mean_loss, config.lr)
 
     return train_step, batch, model
 

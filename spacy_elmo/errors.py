@@ -123,8 +123,8 @@ class Errors(metaclass=Catalogue):
     E024 = ("Cannot write '{path}': the disk is full ({err}; {free} free in '{directory}'). "
             "Nothing was replaced and the partial file was removed. Free some space there, "
             "or write elsewhere, and run again.")
-    E025 = ("'{output}' is one of this command's inputs ('{input}'): writing it would destroy "
-            "it. Choose another output path.")
+    E025 = ("'{output}' is, or lies inside, one of this command's inputs ('{input}'): writing "
+            "there could destroy it. Choose another output path.")
     E026 = ("OUTPUT '{output}' already exists. Pass --overwrite to replace it, or choose "
             "another OUTPUT.")
     E027 = "Unknown key(s) {keys} in {where}; known keys: {known}."

@@ -96,7 +96,11 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
               {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0)},
               Errors.E020)
     lines = read_lines(input_path)  # checks the file before the model is loaded
-    guard_output(output_path, inputs=[input_path], overwrite=overwrite)
+    # the model's files are inputs too: OUTPUT may never replace them, even with --overwrite
+    local = [Path(p) for p in (weights, options) if p is not None and "://" not in str(p)]
+    guard_output(output_path, inputs=[input_path, *local, *[p.parent for p in local
+                                                             if p.is_file()]],
+                 overwrite=overwrite)
     device = select_device(gpu_id)
     check_precision(precision, device)
     bilm = load_bilm(weights, options, format=weights_format, lang=lang).to(device)

@@ -26,7 +26,7 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.files import write_text
+from spacy_elmo.files import atomic_directory, write_text
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
@@ -118,29 +118,12 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
     output = output or DATA / f"elmo_{lang}_small"
     output.parent.mkdir(parents=True, exist_ok=True)
-    # everything is made in a staging directory beside `output`, which replaces it only at
-    # the end: a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
-    staging.chmod(0o755)  # mkdtemp's directory is private; the package's data is not
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity,
-                        Path(scratch))
-        swap_in(staging, output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    # everything is made in a directory beside `output`, which replaces it only at the end:
+    # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
+    with atomic_directory(output) as staging, tempfile.TemporaryDirectory() as scratch:
+        make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch))
     size = (output / "weights.hdf5").stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
-
-
-def swap_in(staging: Path, output: Path) -> None:
-    """Put `staging` in the place of `output` (the old one removed once the new is there)."""
-    old = output.with_name(f".{output.name}-old")
-    shutil.rmtree(old, ignore_errors=True)
-    if output.exists():
-        output.rename(old)
-    staging.rename(output)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> str:

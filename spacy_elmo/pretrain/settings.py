@@ -288,7 +288,8 @@ def interpolate(nested: Dict[str, Any], source: str) -> Dict[str, Any]:
 def cfg_text(cls: type, flat: Mapping[str, Any]) -> str:
     """Flat values as a `.cfg` file, every section and setting in declaration order; a
     dict-valued setting is a subsection (`[model.options]`). Values are written as JSON, so
-    that reading the file (not interpolated: `$` is literal) gives them back."""
+    that reading the file gives them back (loading interpolates `${section.key}`, so a text
+    holding `${` would be read as a reference; a lone `$` stays as it is)."""
     lines: List[str] = []
     for section, items in sections(cls).items():
         lines.append(f"[{section}]")

@@ -145,6 +145,19 @@ def exported_softmax(config: PretrainConfig, bilm: BiLM) -> Optional[Softmax]:
     return read_softmax(files.weights, bilm.options.projection_dim)
 
 
+def update(config: PretrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+           loss: torch.Tensor, lr: float) -> None:
+    """One step's update: the gradient of the window's mean loss (bilm-tf's: summed over the
+    window's steps, averaged over rows, with `sum_over_steps`), clipped to `clip_norm`, then
+    the optimizer's step at `lr`."""
+    optimizer.zero_grad(set_to_none=True)
+    (loss * config.window if config.sum_over_steps else loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+
+
 def reset_rows(state: LSTMState, probability: float) -> LSTMState:
     """Zero each row's carried state (both directions, all layers) with `probability`,
     drawn from torch's random stream (part of a checkpoint, so resuming stays exact).
@@ -335,13 +348,8 @@ class Trainer:
         state = out.state.detach()
         self.state = LSTMState(state.h.float(), state.c.float())
         loss = out.mean_loss
-        self.optimizer.zero_grad(set_to_none=True)
-        # bilm-tf: the gradient of the loss summed over a window's steps, averaged over rows
-        (loss * self.config.window if self.config.sum_over_steps else loss).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.config.lr * lr_factor(self.config, self.step)
-        self.optimizer.step()
+        update(self.config, self.model, self.optimizer, loss,
+               self.config.lr * lr_factor(self.config, self.step))
         self.step += 1
         self.tokens += int(batch.lengths.sum()) * self.ctx.world_size
         return loss.item()

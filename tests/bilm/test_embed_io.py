@@ -100,7 +100,7 @@ def test_output_never_replaces_the_input(tmp_path, tiny_weights_dir):
         result = runner.invoke(app, ["embed", str(text), str(output), "--weights",
                                      str(tiny_weights_dir), "--overwrite"])
         assert result.exit_code == 1, result.output
-        assert "is one of this command's inputs" in stderr(result)
+        assert "lies inside, one of this command's inputs" in stderr(result)
     assert text.read_bytes() == before
 
 

@@ -270,3 +270,20 @@ def test_a_missing_network_config_is_named_once(tmp_path):
         load_bilm(model)
     message = str(info.value)
     assert message.count(str(model / run["config_path"])) == 1, message
+
+
+def test_embed_never_writes_over_its_model_even_with_overwrite(tmp_path, tiny_weights_dir):
+    """`embed in.txt MODEL/weights.hdf5 --weights MODEL --overwrite` replaced the weights."""
+    from spacy_elmo.cli.embed import embed_file
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_weights_dir, model)
+    text = tmp_path / "in.txt"
+    text.write_text("a b c\n", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    for weights, output in ((model, model / "weights.hdf5"), (model, model / "new.hdf5"),
+                            (model / "weights.hdf5", model / "options.json"),
+                            (model / "weights.hdf5", model / "weights.hdf5")):
+        with pytest.raises(ElmoError, match=r"\[E025\]"):
+            embed_file(text, output, weights=weights, overwrite=True, progress=False)
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before

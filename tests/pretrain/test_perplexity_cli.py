@@ -44,7 +44,7 @@ def test_output_that_is_an_input_is_refused_and_nothing_is_destroyed(run, tmp_pa
     for target in (model / "options.json", text, model / "new.json"):
         result = perplexity(model, text, "--output", target, "--overwrite")
         assert result.exit_code == 1, result.output
-        assert "[E025]" in result.stderr and "is one of this command's inputs" in \
+        assert "[E025]" in result.stderr and "lies inside, one of this command's inputs" in \
             flat(result.stderr)
     assert (model / "options.json").read_bytes() == options
     assert not (model / "new.json").exists()
