@@ -340,13 +340,21 @@ class Errors(metaclass=Catalogue):
     E143 = ("'{path}' is a pretraining run without an export (model/): it has not finished. "
             "Export its checkpoint first (spacy-elmo export {path} OUT) or give one of its "
             "snapshots (snapshots/step_N).")
-    # Inference precision (E150-E159)
+    # Inference precision (E150-E152)
     E150 = "Unknown precision '{precision}'; choose one of: {known}."
     E151 = ("precision 'int8' runs on the CPU only, but the biLM is on {device}. Use fp32 on a "
             "GPU (or run on the CPU).")
     E152 = ("precision 'int8' needs torch's quantized CPU kernels (fbgemm, x86 or oneDNN), which "
             "this torch {version} does not have. Use precision 'fp32', or a torch build with "
             "them (the standard CPU and CUDA wheels have them).")
+    # Sharded embed (E153-E159)
+    E153 = ("--shard must be i/N with 0 <= i < N (e.g. 0/4 for the first of four), not "
+            "{value!r}.")
+    E154 = ("Sharded embed needs INPUT as a file that every shard can read, but '{input}' is "
+            "standard input or a pipe (and --stateful reads lines in order): write it to a "
+            "file first, or run without --shard.")
+    E155 = ("'{path}' is a shard file made from another INPUT or other settings (or is "
+            "damaged). Pass --overwrite to make it again, or choose another OUTPUT.")
 
 
 class Warnings(metaclass=Catalogue):

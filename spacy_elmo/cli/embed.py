@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, List, Optional, Tuple
 
+import numpy as np
 import torch
 import typer
 from tqdm import tqdm
@@ -21,7 +23,19 @@ from ..errors import ElmoError, Errors
 from ..files import PathLike, Terminated, guard_output
 from ..validation import check_all, integer
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
-from .embed_files import count_lines, read_lines, write_embeddings
+from .embed_files import STDIN, count_lines, read_lines, write_embeddings
+from .embed_shards import (
+    Shard,
+    finished,
+    numbered,
+    parse_shard,
+    shard_from_env,
+    shard_path,
+    shards_done,
+    signature,
+    write_index,
+    write_shard,
+)
 
 EMBED_HELP = (
     "Write ELMo vectors for every line of INPUT into the HDF5 file OUTPUT.\n\n"
@@ -59,6 +73,10 @@ def embed_cli(
     precision: str = typer.Option("fp32", "--precision", help=(
         "fp32, or int8: the biLM's matrices as int8 on the CPU (faster, close to fp32; see "
         "the docs).")),
+    shard: Optional[str] = typer.Option(None, "--shard", help=(
+        "i/N: embed only every N-th line from line i (0-based) into OUTPUT.shard-i-of-N.hdf5; "
+        "the last shard to finish writes OUTPUT, an index that opens as one file. Under "
+        "torchrun, RANK/WORLD_SIZE give it. A rerun redoes only missing shards.")),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT."),
 ) -> None:
     """The `embed` command (help text: EMBED_HELP)."""
@@ -66,7 +84,7 @@ def embed_cli(
         n = embed_file(input_path, output_path, weights=weights, lang=lang, options=options,
                        weights_format=weights_format, layers=layers, batch_size=batch_size,
                        stateful=stateful, gpu_id=gpu_id, word_cache=word_cache, window=window,
-                       precision=precision, overwrite=overwrite)
+                       precision=precision, shard=shard, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -74,27 +92,36 @@ def embed_cli(
     except Terminated as err:
         fail(Errors.E029.format(signal=signal.Signals(err.signum).name, output=output_path),
              code=128 + err.signum)
-    msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
+    if shard is not None or shard_from_env() is not None:
+        msg.good(f"Wrote {n} sentence(s) to this shard's file.")
+    else:
+        msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 
 def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLike] = None,
                lang: str = "en", options: Optional[PathLike] = None,
                weights_format: str = "auto", layers: str = "all", batch_size: int = BATCH_SIZE,
                stateful: bool = False, gpu_id: int = -1, word_cache: int = WORD_CACHE,
-               window: int = WINDOW, precision: str = "fp32", overwrite: bool = False,
-               progress: bool = True) -> int:
+               window: int = WINDOW, precision: str = "fp32", shard: Optional[str] = None,
+               overwrite: bool = False, progress: bool = True) -> int:
     """The `embed` command as a function; returns the number of lines written. Without
     `weights`, the biLM bundled for `lang`.
 
     INPUT is read once, so a pipe or standard input ("-") works (the progress bar then
     counts without a total). OUTPUT is never INPUT, and an existing OUTPUT is replaced only
-    with `overwrite`."""
+    with `overwrite`. With `shard` ("i/N", or torchrun's RANK/WORLD_SIZE), only that
+    shard's lines (see embed_shards.py); returns how many it wrote."""
     if layers not in LAYER_MODES:
         raise ElmoError(Errors.E012.format(value=layers, name="--layers",
                                            choices=list(LAYER_MODES)))
     check_all({"--batch-size": batch_size, "--window": window, "--word-cache": word_cache},
               {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0)},
               Errors.E020)
+    part = parse_shard(shard) if shard is not None else shard_from_env()
+    if part is not None and (stateful or str(input_path) == STDIN):
+        raise ElmoError(Errors.E154.format(input=input_path))
+    if part is not None and gpu_id >= 0 and "LOCAL_RANK" in os.environ:
+        gpu_id = int(os.environ["LOCAL_RANK"])  # one GPU per rank on each machine
     lines = read_lines(input_path)  # checks the file before the model is loaded
     # the model's files are inputs too: OUTPUT may never replace them, even with --overwrite
     local = [Path(p) for p in (weights, options) if p is not None and "://" not in str(p)]
@@ -103,16 +130,60 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
                  overwrite=overwrite)
     device = select_device(gpu_id)
     check_precision(precision, device)
+    if part is not None:
+        settings = {"weights": weights, "options": options, "format": weights_format,
+                    "lang": lang, "layers": layers, "window": window, "precision": precision,
+                    "shards": part.count}
+        sig = signature(Path(input_path), settings)
+        if _shard_done(shard_path(Path(output_path), part), sig, overwrite):
+            _finish_shards(Path(output_path), part, sig)
+            return 0
     bilm = load_bilm(weights, options, format=weights_format, lang=lang).to(device)
     bilm.set_precision(precision)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
+    if part is not None:
+        total: List[int] = []
+        mine, for_index_k = itertools.tee(numbered(lines, part, total))
+        arrays = embedder.embed(line.split() for _, line in mine)
+        shard_items: Iterator[Tuple[int, str, np.ndarray]] = (
+            (k, line, array) for (k, line), array in zip(for_index_k, arrays, strict=True))
+        if progress:
+            shard_items = tqdm(shard_items, unit="line", file=sys.stderr)
+        n = write_shard(shard_path(Path(output_path), part), shard_items, sig, total)
+        _finish_shards(Path(output_path), part, sig)
+        return n
     for_model, for_index = itertools.tee(lines)
     arrays = embedder.embed(line.split() for line in for_model)
     items = zip(for_index, arrays, strict=True)
     if progress:
         items = tqdm(items, total=count_lines(input_path), unit="line", file=sys.stderr)
     return write_embeddings(output_path, items)
+
+
+def _shard_done(path: Path, sig: str, overwrite: bool) -> bool:
+    """Whether this shard's file is finished (made from the same input and settings); one
+    made from others is made again only with `overwrite` (E155)."""
+    try:
+        return finished(path, sig)
+    except ElmoError:
+        if overwrite:
+            return False
+        raise
+
+
+def _finish_shards(output: Path, part: Shard, sig: str) -> None:
+    """Write OUTPUT's index once every shard is finished (the last one to finish does)."""
+    done = shards_done(output, part.count, sig)
+    if len(done) == part.count:
+        n = write_index(output, part.count)
+        msg.good(f"All {part.count} shards done: '{output}' indexes {n} line(s).")
+    else:
+        missing = sorted(set(range(part.count)) - set(done))
+        msg.info(f"Shard {part} done; {len(done)} of {part.count} finished. '{output}' is "
+                 f"written when the last finishes (still missing: "
+                 f"{', '.join(f'{i}/{part.count}' for i in missing[:10])}"
+                 f"{' ...' if len(missing) > 10 else ''}).")
 
 
 def select_device(gpu_id: int) -> torch.device:

@@ -1,0 +1,143 @@
+"""Sharded `embed`: the lines of INPUT split over processes, machines or GPUs.
+
+Shard i of N takes the lines whose 0-based number is i modulo N and writes them, under their
+line numbers, to `OUTPUT.shard-<i>-of-<N>.hdf5` (written whole or not at all). The process
+that finishes the last shard writes OUTPUT: an index whose datasets are h5py virtual
+datasets into the shard files (same names and `sentence_to_index` as a single-process run),
+so it opens as one file while the shards lie beside it. A shard file made with the same
+input and settings is kept: after a failure, the same command reruns only the shards that
+are missing. The shard comes from `--shard i/N` (Slurm arrays, Ray or Spark tasks, plain
+shell loops), or from torchrun's RANK and WORLD_SIZE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import h5py
+import numpy as np
+
+from ..errors import ElmoError, Errors
+from ..files import atomic_write
+from .embed_files import SENTENCE_INDEX, write_datasets
+
+SIGNATURE = "signature"  # attribute of a shard file: the input and settings it was made from
+N_LINES = "n_lines"  # attribute of a shard file: the lines INPUT has in all
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    def takes(self, line: int) -> bool:
+        """Whether the 0-based line number `line` is this shard's."""
+        return line % self.count == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    """"i/N" -> Shard(i, N); E153 unless 0 <= i < N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None or int(match[2]) < 1 or int(match[1]) >= int(match[2]):
+        raise ElmoError(Errors.E153.format(value=text))
+    return Shard(int(match[1]), int(match[2]))
+
+
+def shard_from_env() -> Optional[Shard]:
+    """The shard of a process that torchrun started (RANK of WORLD_SIZE > 1), else None."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return None
+    return Shard(int(os.environ.get("RANK", "0")), world)
+
+
+def shard_path(output: Path, shard: Shard) -> Path:
+    return output.with_name(f"{output.name}.shard-{shard.index:05d}-of-{shard.count:05d}.hdf5")
+
+
+def signature(input_path: Path, settings: Dict[str, Any]) -> str:
+    """What a shard's vectors depend on: the input file (path, size, modification time) and
+    the settings that change the vectors."""
+    st = input_path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise ElmoError(Errors.E154.format(input=input_path))
+    record = {"input": str(input_path.resolve()), "size": st.st_size,
+              "mtime_ns": st.st_mtime_ns, **settings}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def finished(path: Path, sig: str) -> bool:
+    """Whether `path` is a shard file made from the same input and settings (E155 when it
+    is one made from others)."""
+    if not path.exists():
+        return False
+    try:
+        with h5py.File(path, "r") as f:
+            found = f.attrs.get(SIGNATURE)
+    except OSError:
+        found = None
+    if found != sig:
+        raise ElmoError(Errors.E155.format(path=path))
+    return True
+
+
+def numbered(lines: Iterable[str], shard: Shard, total: List[int]) -> Iterator[Tuple[int, str]]:
+    """This shard's (line number, line) pairs; `total` gets the count of all lines."""
+    n = 0
+    for n, line in enumerate(lines, start=1):
+        if shard.takes(n - 1):
+            yield n - 1, line
+    total.append(n)
+
+
+def write_shard(path: Path, items: Iterable[Tuple[int, str, np.ndarray]], sig: str,
+                total: List[int]) -> int:
+    """This shard's datasets, named by line number, with its own `sentence_to_index`, the
+    signature and the total line count; atomically. Returns the number written."""
+    def attrs() -> Dict[str, Any]:
+        return {SIGNATURE: sig, N_LINES: total[0]}
+
+    return write_datasets(path, ((str(k), s, a) for k, s, a in items), attrs)
+
+
+def shards_done(output: Path, count: int, sig: str) -> List[int]:
+    """The shard indices whose files are finished."""
+    return [i for i in range(count) if finished(shard_path(output, Shard(i, count)), sig)]
+
+
+def write_index(output: Path, count: int) -> int:
+    """OUTPUT: a virtual dataset per line into the shard files, and the merged
+    `sentence_to_index` (the last line of a repeated sentence, as one process writes it).
+    Returns the number of lines."""
+    sources: List[Tuple[str, Dict[str, Tuple[Tuple[int, ...], np.dtype]]]] = []
+    index: Dict[str, int] = {}
+    n_lines = 0
+    for i in range(count):
+        path = shard_path(output, Shard(i, count))
+        with h5py.File(path, "r") as f:
+            n_lines = int(f.attrs[N_LINES])
+            shapes = {name: (f[name].shape, f[name].dtype) for name in f
+                      if name != SENTENCE_INDEX}
+            for sentence, name in json.loads(f[SENTENCE_INDEX][0]).items():
+                index[sentence] = max(index.get(sentence, -1), int(name))
+        sources.append((path.name, shapes))
+    with atomic_write(output, ".hdf5") as tmp, h5py.File(tmp, "w") as out:
+        for k in range(n_lines):
+            name, shapes = sources[k % count]
+            shape, dtype = shapes[str(k)]
+            layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+            layout[...] = h5py.VirtualSource(name, str(k), shape=shape)  # beside OUTPUT
+            out.create_virtual_dataset(str(k), layout)
+        data = out.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
+        data[0] = json.dumps({s: str(k) for s, k in index.items()})
+    return n_lines
