@@ -248,6 +248,9 @@ class Errors(metaclass=Catalogue):
     E072 = ("'{path}' holds files that are not a model export's ({names}); an export "
             "replaces the whole directory. Choose a new or empty directory, or move them "
             "out first.")
+    E073 = ("'{output}' lies inside {what} '{where}': writing there could destroy it (only "
+            "`spacy-elmo pretrain` and `export` write into a run, under its lock). Choose a "
+            "path outside it.")
     # Experiments and configs (E090-E099)
     E090 = ("The config switches static vectors on ({layers}: include_static_vectors = true) "
             "but gives no vectors to load ([initialize] vectors is null). Pass a spaCy "
@@ -340,6 +343,10 @@ class Errors(metaclass=Catalogue):
     E143 = ("'{path}' is a pretraining run without an export (model/): it has not finished. "
             "Export its checkpoint first (spacy-elmo export {path} OUT) or give one of its "
             "snapshots (snapshots/step_N).")
+    E144 = ("The text file(s) {paths} hold no tokens (empty, or every line skipped by "
+            "skip_pattern): there is nothing to measure. Give text with content.")
+    E145 = ("perplexity reads text files, globs or directories; '-' (standard input) is not "
+            "read. Write the text to a file first.")
     # Inference precision (E150-E152)
     E150 = "Unknown precision '{precision}'; choose one of: {known}."
     E151 = ("precision 'int8' runs on the CPU only, but the biLM is on {device}. Use fp32 on a "

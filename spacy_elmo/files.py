@@ -223,6 +223,9 @@ def check_writable_path(path: Path, what: str) -> None:
 
 
 STDOUT = "-"
+# the file that marks a pretraining run directory (pretrain.checkpoint and bilm.sources
+# take the name from here): the guard protects a whole run when an input lies in it
+RUN_CHECKPOINT = "checkpoint.pt"
 
 
 def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite: bool = False,
@@ -230,9 +233,10 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
     """The one check before a command writes a file. Returns the path to write, or None for
     standard output ('-', where `stdout_ok`; else E070). Refuses, before any work: an output
     that is one of `inputs` by any name (same device and inode: hard and symbolic links) or
-    lies inside an input directory (a model or run), even with `overwrite` (E025); a
-    directory, or a path whose parent is a file (E009); an existing file unless `overwrite`
-    (E026)."""
+    lies inside an input directory (a model), or inside the pretraining run an input lies in
+    (RUN/model, a snapshot, RUN/checkpoint.pt: the whole run), even with `overwrite` (E025);
+    a directory, or a path whose parent is a file (E009); an existing file, or a link to
+    none, unless `overwrite` (E026)."""
     if str(output) == STDOUT:
         if stdout_ok:
             return None
@@ -240,6 +244,9 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
     path = Path(output)
     target = _stat_or_none(path)
     resolved = path.resolve()
+    inputs = list(inputs)
+    inputs += [run for source in inputs if (run := enclosing_run(Path(source))) is not None]
+    _refuse_model_or_run(path)
     for source in inputs:
         source_path = Path(source)
         source_stat = _stat_or_none(source_path)
@@ -252,9 +259,33 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
         if str(source) != STDOUT and inside:
             raise ElmoError(Errors.E025.format(output=output, input=source))
     check_writable_path(path, f"a file name for {what}")
-    if target is not None and not overwrite:
+    if (target is not None or path.is_symlink()) and not overwrite:
         raise ElmoError(Errors.E026.format(output=output))
     return path
+
+
+# the files of a biLM in the published layout: a directory holding both is a model
+MODEL_FILES = ("weights.hdf5", "options.json")
+
+
+def _refuse_model_or_run(path: Path) -> None:
+    """E073 for an output inside a pretraining run (only `pretrain` and `export` write
+    there, under the run's lock) or inside a biLM's directory (weights.hdf5 + options.json)."""
+    run = enclosing_run(path)
+    if run is not None:
+        raise ElmoError(Errors.E073.format(output=path, what="the pretraining run", where=run))
+    parent = path.resolve().parent
+    if all((parent / name).is_file() for name in MODEL_FILES):
+        raise ElmoError(Errors.E073.format(output=path, what="the biLM directory", where=parent))
+
+
+def enclosing_run(path: Path) -> Optional[Path]:
+    """The pretraining run directory `path` is, or lies in (up to 3 levels: RUN/model,
+    RUN/snapshots/step_N/weights.hdf5), if any."""
+    if str(path) == STDOUT:
+        return None
+    candidates = [path.resolve(), *list(path.resolve().parents)[:3]]
+    return next((d for d in candidates if (d / RUN_CHECKPOINT).is_file()), None)
 
 
 def _stat_or_none(path: Path) -> Optional[os.stat_result]:

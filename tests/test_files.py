@@ -265,3 +265,14 @@ def test_a_directory_lock_has_one_holder_at_a_time(tmp_path):
         warnings.simplefilter("error")  # free again, and not stale: no W017
         with DirectoryLock(tmp_path):
             pass
+
+
+def test_a_link_to_nothing_at_the_output_counts_as_existing(tmp_path):
+    """A dangling symbolic link was replaced by a regular file without --overwrite."""
+    from spacy_elmo.files import guard_output
+
+    link = tmp_path / "out.spacy"
+    link.symlink_to(tmp_path / "nowhere" / "x.spacy")
+    with pytest.raises(ElmoError, match=r"\[E026\]"):
+        guard_output(link, overwrite=False)
+    assert guard_output(link, overwrite=True) == link

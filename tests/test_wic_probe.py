@@ -154,3 +154,10 @@ def test_similarity_previews_end_at_a_word_boundary():
     for _, sentence in similarity.DEMOS["en"][1]:
         shown = similarity.preview(sentence)
         assert shown == sentence or sentence.startswith(shown[:-3] + " ")
+    # around the demo's word, so that the compared word is seen
+    assert similarity.preview(text, word="bank") == "...money at the bank on Monday ."
+    chinese = similarity.preview("我在银行存了一笔钱。" * 5, width=8, word="钱")
+    assert chinese == "...存了一笔钱。我在..."
+    for lang, (word, sentences) in similarity.DEMOS.items():
+        for _, sentence in sentences:
+            assert word in similarity.preview(sentence, word=word), (lang, sentence)

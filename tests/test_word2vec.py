@@ -119,7 +119,11 @@ def test_missing_gensim_empty_text_and_bad_paths_are_clear_errors(w2v, tmp_path,
     titles = PretrainConfig(train=[str(tmp_path / "titles.txt")], lang="en", skip_pattern=TITLE)
     with pytest.raises(w2v.Word2VecError, match="No tokens read"):
         w2v.make_vectors(tmp_path / "out", titles)
-    assert list((tmp_path / "out").iterdir()) == []  # the temporary token file is gone
+    assert not (tmp_path / "out").exists()  # no empty OUTPUT_DIR of its own making is left
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(w2v.Word2VecError, match="No tokens read"):
+        w2v.make_vectors(tmp_path / "mine", titles)
+    assert list((tmp_path / "mine").iterdir()) == []  # the user's own directory stays, empty
     with pytest.raises(ElmoError, match="No corpus files match"):
         w2v.make_vectors(tmp_path / "out", PretrainConfig(train=[str(tmp_path / "nope*")]))
     with pytest.raises(w2v.Word2VecError, match="No training text"):

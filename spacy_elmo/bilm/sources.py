@@ -27,7 +27,7 @@ import h5py
 from tqdm import tqdm
 
 from ..errors import ElmoError, Errors, first_line
-from ..files import PathLike, atomic_write
+from ..files import RUN_CHECKPOINT, PathLike, atomic_write
 from .efml import is_efml_dir, is_efml_file
 from .options import OPTIONS_NAME
 
@@ -52,7 +52,6 @@ BUNDLED = {"en": "elmo_en_small", "zh": "elmo_zh_small"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # What `spacy-elmo pretrain` writes into a run directory (pretrain's CHECKPOINT_NAME and
 # MODEL_DIR; bilm does not import pretrain): a run is exported before it is loaded as a biLM.
-RUN_CHECKPOINT = "checkpoint.pt"
 RUN_MODEL_DIR = "model"
 
 

@@ -9,7 +9,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors
-from ..files import check_writable_path, guard_output, write_json
+from ..files import STDOUT, check_writable_path, guard_output, write_json
 from ..validation import check_all, integer, regex
 from .common import app, fail
 
@@ -27,6 +27,8 @@ def export_cli(
     from ..pretrain.export import export
 
     try:
+        if str(output) == STDOUT:  # a model is a directory: it cannot stream
+            raise ElmoError(Errors.E070.format(what="an export"))
         paths = export(checkpoint, output, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
@@ -77,6 +79,8 @@ def perplexity_cli(
     )
 
     try:
+        if STDOUT in text:  # the same '-' that means standard input elsewhere
+            raise ElmoError(Errors.E145)
         sizes = {"--rows": rows, "--window": window}  # None: the run's, or the default
         check_all({k: v for k, v in sizes.items() if v is not None},
                   {"--rows": integer(1), "--window": integer(1)}, Errors.E020)

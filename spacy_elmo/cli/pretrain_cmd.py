@@ -105,8 +105,12 @@ def pretrain_cli(
             warn(Warnings.W011.format(signal=signal.Signals(signum).name, step=result.step,
                                       output=cfg.output))
         raise typer.Exit(128 + signum)
-    if main_rank:
-        msg.good(f"Trained {result.step} steps; model exported to {cfg.output}/model")
+    if main_rank and result.trained == 0:
+        msg.good(f"Already at step {result.step} (max_steps): nothing to train; model "
+                 f"exported again to {cfg.output}/model")
+    elif main_rank:
+        msg.good(f"Trained {result.trained} step(s), to step {result.step}; model exported "
+                 f"to {cfg.output}/model")
 
 
 def parse_args(args: Sequence[str], config: Optional[Path]

@@ -238,13 +238,20 @@ def conllu(input_path: Path, output_path: Path, sentences_per_doc: int = 1,
         raise typer.BadParameter(f"--sentences-per-doc must be 1 or more, not "
                                  f"{sentences_per_doc}")
     _check_args(input_path, output_path, None, None, 0, overwrite=overwrite)
-    text = "\n".join(_read_lines(input_path, "CoNLL-U file"))
-    db = DocBin(docs=conllu_to_docs(text, n_sents=sentences_per_doc, merge_subtokens=False,
-                                    no_print=True))
+    lines = _read_lines(input_path, "CoNLL-U file")
+    shape = ("CoNLL-U files have one 'ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC' "
+             "line per word (10 tab-separated columns), sentences separated by blank lines")
+    for number, line in enumerate(lines, start=1):
+        if line.strip() and not line.startswith("#") and len(line.split("\t")) != 10:
+            raise typer.BadParameter(f"{input_path}:{number}: not a CoNLL-U line ({shape})")
+    try:
+        db = DocBin(docs=conllu_to_docs("\n".join(lines), n_sents=sentences_per_doc,
+                                        merge_subtokens=False, no_print=True))
+    except (ValueError, KeyError, IndexError) as err:
+        raise typer.BadParameter(f"{input_path}: spaCy's CoNLL-U reader failed ({err}); "
+                                 f"{shape}") from None
     if not len(db):
-        raise typer.BadParameter(f"{input_path} holds no sentences: CoNLL-U files have one "
-                                 "'ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC' line "
-                                 "per word")
+        raise typer.BadParameter(f"{input_path} holds no sentences: {shape}")
     _write(output_path, db)
     typer.echo(f"{input_path} -> {output_path}: {len(db)} docs")
 

@@ -41,13 +41,31 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
 
-def preview(text: str, width: int = 32) -> str:
-    """The text, or its start cut at a word boundary to at most `width` characters and
-    "..." (text without spaces, such as Chinese, is cut at `width`)."""
+def preview(text: str, width: int = 32, word: Optional[str] = None) -> str:
+    """The text, or the part of it around `word` (else its start) cut at word boundaries to
+    about `width` characters, with "..." where it was cut (text without spaces, such as
+    Chinese, is cut by characters)."""
     if len(text) <= width:
         return text
-    cut = text.rfind(" ", 0, width + 1)
-    return text[:cut if cut > 0 else width].rstrip() + "..."
+    spaced = " " in text
+    units = text.split(" ") if spaced else list(text)
+    joiner = " " if spaced else ""
+    if word is not None and spaced and word in units:
+        centre = units.index(word)
+    elif word is not None and not spaced and word in text:
+        centre = text.index(word)
+    else:
+        centre = 0
+    start = end = centre
+    grown = True
+    while grown:  # grow the window a unit on each side in turn while it fits
+        grown = False
+        for side in (-1, 1):
+            lo, hi = (start - 1, end) if side < 0 else (start, end + 1)
+            if 0 <= lo and hi < len(units) and len(joiner.join(units[lo:hi + 1])) <= width:
+                start, end, grown = lo, hi, True
+    shown = joiner.join(units[start:end + 1])
+    return ("..." if start > 0 else "") + shown + ("..." if end < len(units) - 1 else "")
 
 
 def load(source: Optional[Path], lang: str) -> Language:
@@ -95,7 +113,8 @@ def compare_senses(nlp: Language) -> None:
             same = "same sense " if sentences[a][0] == sentences[b][0] else "other sense"
             typer.echo(f"  {same}  {_cos(vecs[a], vecs[b]):.3f} | "
                        f"{_cos(tokens_only[a], tokens_only[b]):.3f}"
-                       f"   {preview(sentences[a][1])!r} ~ {preview(sentences[b][1])!r}")
+                       f"   {preview(sentences[a][1], word=word)!r} ~ "
+                       f"{preview(sentences[b][1], word=word)!r}")
     typer.echo("every same-sense pair closer than every other-sense pair?")
     views = [("ELMo mix", vecs)] + [(f"layer {k}", [v[k] for v in layers])
                                     for k in range(len(layers[0]))]

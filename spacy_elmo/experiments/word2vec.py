@@ -39,7 +39,7 @@ import typer
 from wasabi import msg
 
 from spacy_elmo.errors import ElmoError, Errors
-from spacy_elmo.files import atomic_write, guard_output, write_text
+from spacy_elmo.files import STDOUT, atomic_write, guard_output, write_text
 from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files
@@ -205,6 +205,7 @@ def make_vectors(output: Path, config: PretrainConfig, *, pretrain_steps: int = 
         raise Word2VecError("No training text: pass TRAIN files, or a --pretrain-config "
                             "with `train`.")
     files = file_order(config)
+    made = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
     corpus = TokenFile(output / "tokens.tmp")
     try:
@@ -219,8 +220,12 @@ def make_vectors(output: Path, config: PretrainConfig, *, pretrain_steps: int = 
         n_vectors = train_vectors(corpus, output / "vectors.txt", dim=dim, window=window,
                                   min_count=min_count, epochs=epochs, threads=threads,
                                   seed=seed)
-    finally:
+    except BaseException:
         corpus.path.unlink(missing_ok=True)
+        if made and not any(output.iterdir()):
+            output.rmdir()  # a failed run leaves no empty OUTPUT_DIR of its own making
+        raise
+    corpus.path.unlink(missing_ok=True)
     record = {
         "files": [str(p) for p in files],
         "settings": {k: getattr(config, k) for k in (
@@ -249,6 +254,8 @@ def check_outputs(output: Path, config: PretrainConfig, *, overwrite: bool,
     inputs: List[Path] = resolve_files(config.train) if config.train else []
     if config_path is not None:
         inputs.append(config_path)
+    if str(output) == STDOUT:
+        raise ElmoError(Errors.E070.format(what="OUTPUT_DIR"))
     if output.exists() and not output.is_dir():
         guard_output(output, inputs=inputs, overwrite=True, what="OUTPUT_DIR")  # an input: E025
         raise ElmoError(Errors.E028.format(path=output, what="OUTPUT_DIR, where vectors.txt "

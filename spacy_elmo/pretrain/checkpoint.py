@@ -18,9 +18,9 @@ from ..bilm.weights import is_hdf5
 from ..checksums import content_sha256 as content_checksum
 from ..checksums import tensors_sha256 as tensors_checksum
 from ..errors import ElmoError, Errors, first_line
-from ..files import PathLike, atomic_write
+from ..files import RUN_CHECKPOINT, PathLike, atomic_write
 
-CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_NAME = RUN_CHECKPOINT
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry;
 # those of earlier versions carry one over their tensors only, which is checked instead

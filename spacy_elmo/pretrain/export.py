@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import torch
 
+from ..bilm import finite
 from ..bilm.lm import BiLanguageModel
 from ..bilm.options import OPTIONS_NAME
 from ..bilm.sources import WEIGHTS_NAME
@@ -133,6 +134,7 @@ def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
     except (OSError, KeyError, ValueError) as err:
         raise damaged(directory / SOFTMAX_NAME, "an export's softmax (softmax/W, softmax/b)",
                       err) from err
+    finite.check_finite(directory / SOFTMAX_NAME, {"softmax/W": weight, "softmax/b": bias})
     if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
         raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
                                            n_vocab=len(vocab), dim=dim,

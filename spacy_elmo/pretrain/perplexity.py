@@ -123,6 +123,8 @@ def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
         if max_tokens is not None and n_tokens >= max_tokens:
             break
     warn_undecodable(skipped[0], files, "reading the dev/perplexity text")
+    if n_tokens == 0:
+        raise ElmoError(Errors.E144.format(paths=[str(p) for p in files]))
     if not any(vocab[w] != vocab.unk for s in sentences for w in s):
         raise ElmoError(Errors.E103.format(paths=[str(p) for p in files], n_tokens=n_tokens))
     return sentences

@@ -61,6 +61,7 @@ class TrainResult:
     stopped: bool
     dev: Optional[Dict[str, float]]
     signum: Optional[int] = None  # the signal that stopped it (None: finished, or another rank's)
+    trained: int = 0  # steps this process trained (0: a resume already at max_steps)
 
 
 class StopSignal:
@@ -438,6 +439,7 @@ class Trainer:
         dev: Optional[Dict[str, float]] = None
         dev_step = -1
         stopped = False
+        first_step = self.step
         self.log({"type": "start", "step": self.step, "tokens": self.tokens,
                   "hardware": describe_device(self.ctx.device), "world_size": self.ctx.world_size,
                   "threads": torch.get_num_threads(), "precision": config.precision,
@@ -487,7 +489,8 @@ class Trainer:
         if not stopped and self.ctx.is_main:
             self.plot()
             export_model(self.model, self.vocab.words, self.out / MODEL_DIR)
-        return TrainResult(self.step, self.model, stopped, dev, stop.signum)
+        return TrainResult(self.step, self.model, stopped, dev, stop.signum,
+                           trained=self.step - first_step)
 
 
 def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False,

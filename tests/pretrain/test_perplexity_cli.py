@@ -41,11 +41,11 @@ def test_output_that_is_an_input_is_refused_and_nothing_is_destroyed(run, tmp_pa
     text = tmp_path / "dev.txt"
     shutil.copy(run / "corpus.txt", text)
     before = text.read_bytes()
-    for target in (model / "options.json", text, model / "new.json"):
+    for target, code in ((model / "options.json", "E073"), (text, "E025"),
+                         (model / "new.json", "E073"), (run / "run" / "config.json", "E073")):
         result = perplexity(model, text, "--output", target, "--overwrite")
         assert result.exit_code == 1, result.output
-        assert "[E025]" in result.stderr and "lies inside, one of this command's inputs" in \
-            flat(result.stderr)
+        assert f"[{code}]" in result.stderr, result.stderr
     assert (model / "options.json").read_bytes() == options
     assert not (model / "new.json").exists()
     assert text.read_bytes() == before
@@ -121,3 +121,32 @@ def test_an_unfinished_run_says_to_export_it(run, tmp_path):
     result = perplexity(unfinished, run / "corpus.txt")
     assert result.exit_code == 1
     assert "[E143]" in result.stderr and "spacy-elmo export" in flat(result.stderr)
+
+
+def test_empty_text_and_standard_input_are_named_as_such(run, tmp_path):
+    model = run / "run" / "model"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    result = perplexity(model, empty)
+    assert result.exit_code == 1 and "[E144]" in flat(result.stderr)
+    result = perplexity(model, "-")
+    assert result.exit_code == 1 and "[E145]" in flat(result.stderr)
+
+
+def test_a_non_finite_softmax_is_refused(run, tmp_path):
+    """NaN in softmax.hdf5 printed perplexity nan with exit status 0."""
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    model = tmp_path / "model"
+    shutil.copytree(run / "run" / "model", model)
+    with h5py.File(model / "softmax.hdf5", "r+") as f:
+        weight = f["softmax/W"][()]
+        weight.flat[0] = np.nan
+        f["softmax/W"][...] = weight
+    text = tmp_path / "dev.txt"
+    text.write_text("the cat sat .\n", encoding="utf-8")
+    result = perplexity(model, text)
+    assert result.exit_code == 1 and "[E046]" in flat(result.stderr)

@@ -131,4 +131,12 @@ def test_resume_past_max_steps_is_refused_and_changes_nothing(tmp_path):
     assert {name: (run / name).read_bytes() for name in before} == before
     assert load_checkpoint(run)["step"] == 4
     # at exactly max_steps a resume is the finished run again (project commands rerun it)
-    assert train(tiny_config(tmp_path, max_steps=4), resume=True, progress=False).step == 4
+    again = train(tiny_config(tmp_path, max_steps=4), resume=True, progress=False)
+    assert again.step == 4 and again.trained == 0
+    result = CliRunner().invoke(app, ["pretrain", "--output", str(run), "--resume",
+                                      "--max-steps", "4"])
+    assert result.exit_code == 0, result.output
+    assert "Already at step 4 (max_steps): nothing to train" in " ".join(result.output.split())
+    more = CliRunner().invoke(app, ["pretrain", "--output", str(run), "--resume",
+                                    "--max-steps", "6"])
+    assert "Trained 2 step(s), to step 6" in " ".join(more.output.split()), more.output
