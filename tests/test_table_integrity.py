@@ -266,7 +266,7 @@ def test_archived_cells_of_the_per_variant_configs_match_their_composed_cells(tm
         options = dict(zip(words[5::2], words[6::2], strict=True))
         task, rest = path.stem.split("_", 1)
         row, seed = rest.rsplit("_s", 1)
-        table = "zh" if task in TABLES["zh"] else "en"
+        table = next(name for name, tasks in TABLES.items() if task in tasks)
         weights = options.get("--paths.elmo_weights", "null")
         values = {"weights": weights, "news_weights": weights, "jieba_weights": weights,
                   "w2v": options.get("--paths.vectors", "null")}
