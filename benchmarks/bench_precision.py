@@ -173,10 +173,17 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     parser.add_argument("--quick", action="store_true", help="small shape, few repeats")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=200, help="latency: nlp(text) calls")
+    parser.add_argument("--texts", type=int, default=4000,
+                        help="nlp.pipe: texts per run (enough to amortize starting processes)")
+    parser.add_argument("--sections", default="error,speed,latency,pipe",
+                        help="comma-separated: error, speed, latency, pipe")
     parser.add_argument("--output", type=Path, help="also write the markdown here")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.calls < 20:
-        parser.error("--repeats must be >= 1 and --calls >= 20")
+    sections = set(args.sections.split(","))
+    if args.repeats < 1 or args.calls < 20 or args.texts < 16:
+        parser.error("--repeats must be >= 1, --calls >= 20 and --texts >= 16")
+    if not sections <= {"error", "speed", "latency", "pipe"}:
+        parser.error(f"unknown --sections {sorted(sections)}")
     shapes = ["small"] if args.quick else ["small", "original"]
     repeats, calls = (1, 20) if args.quick else (args.repeats, args.calls)
     sentences = fixture_sentences()
@@ -199,11 +206,35 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         models["original"] = scratch / "original"
         save_bilm(bilms["original"], models["original"])
 
-    lines += ["## Error of int8 against fp32 (max abs / mean cosine per layer)", "",
-              "| shape | token layer | LSTM 1 | LSTM 2 |", "|---|---|---|---|"]
+    if "error" in sections:
+        lines += error_section(shapes, bilms, sentences)
+    if "speed" in sections:
+        lines += speed_section(shapes, bilms, sentences, batch64, repeats)
+    if "latency" in sections:
+        lines += latency_section(shapes, models, texts20, calls)
+    if "pipe" in sections:
+        texts = [" ".join(s) for s in sentences] * (2 if args.quick else 1 + args.texts // 30)
+        lines += pipe_section(models, texts[: 60 if args.quick else args.texts])
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.output:
+        write_text(args.output, text)
+    return text
+
+
+def error_section(shapes: List[str], bilms: Dict[str, BiLM], sentences: List[List[str]]
+                  ) -> List[str]:
+    lines = ["## Error of int8 against fp32 (max abs / mean cosine per layer)", "",
+             "| shape | token layer | LSTM 1 | LSTM 2 |", "|---|---|---|---|"]
     torch.set_num_threads(1)
     for shape in shapes:
         lines.append(f"| {shape} | " + " | ".join(errors(bilms[shape], sentences)) + " |")
+    return lines
+
+
+def speed_section(shapes: List[str], bilms: Dict[str, BiLM], sentences: List[List[str]],
+                  batch64: List[List[str]], repeats: int) -> List[str]:
+    lines: List[str] = []
 
     lines += ["", "## biLM tokens/s (word cache off)", "",
               "| shape | threads | batch | fp32 | int8 | int8 : fp32 | fp32 matmul GFLOP/s | "
@@ -222,7 +253,12 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                              f"{speed['int8']:,.0f} | {speed['int8'] / speed['fp32']:.2f}x | "
                              f"{rates['fp32']:.0f} | {rates['int8']:.0f} |")
             bilm.set_precision("fp32")
+    return lines
 
+
+def latency_section(shapes: List[str], models: Dict[str, Path], texts20: List[str],
+                    calls: int) -> List[str]:
+    lines: List[str] = []
     lines += ["", f"## Latency of nlp(text), one 20-token sentence a call ({calls} calls, "
               "1 thread, word cache on)", "",
               "| shape | fp32 p50 / p95 ms | int8 p50 / p95 ms | int8 : fp32 (p50) | "
@@ -234,8 +270,11 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                      f"{ms['int8']['p50']:.1f} / {ms['int8']['p95']:.1f} | "
                      f"{ms['int8']['p50'] / ms['fp32']['p50']:.2f}x | "
                      f"{1000 * ALLENNLP_SECONDS_PER_SENTENCE:.0f} ms |")
+    return lines
 
-    texts = [" ".join(s) for s in sentences] * (2 if args.quick else 8)
+
+def pipe_section(models: Dict[str, Path], texts: List[str]) -> List[str]:
+    lines: List[str] = []
     lines += ["", f"## nlp.pipe words/s: NER + textcat ({len(texts)} texts, 1 thread a "
               "process, word cache on)", "",
               "| pipeline | n_process=1 | n_process=2 | 2 : 1 |", "|---|---|---|---|"]
@@ -247,11 +286,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         nlp = initialized(make(), texts)
         one, two = (words_per_second(nlp, texts, n) for n in (1, 2))
         lines.append(f"| {name} | {one:,.0f} | {two:,.0f} | {two / one:.2f}x |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        write_text(args.output, text)
-    return text
+    return lines
 
 
 if __name__ == "__main__":
