@@ -200,7 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     scratch = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     models: Dict[str, Path] = {"small": ROOT / "spacy_elmo" / "data" / "elmo_en_small"}
     bilms: Dict[str, BiLM] = {"small": load_bilm(models["small"])}
-    if "original" in shapes:
+    if "original" in shapes and sections & {"error", "speed", "latency"}:
         torch.manual_seed(0)
         bilms["original"] = BiLM(preset("original")).eval()
         models["original"] = scratch / "original"
@@ -274,6 +274,7 @@ def latency_section(shapes: List[str], models: Dict[str, Path], texts20: List[st
 
 
 def pipe_section(models: Dict[str, Path], texts: List[str]) -> List[str]:
+    torch.set_num_threads(1)  # one a process (and no thread pool for the workers to inherit)
     lines: List[str] = []
     lines += ["", f"## nlp.pipe words/s: NER + textcat ({len(texts)} texts, 1 thread a "
               "process, word cache on)", "",
