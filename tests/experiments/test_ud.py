@@ -60,3 +60,14 @@ def test_a_parser_s_table_figure_is_its_LAS():
     assert score({"ents_f": 0.5}) == pytest.approx(50.0)
     with pytest.raises(KeyError):
         score({"tag_acc": 0.9})
+
+
+@pytest.mark.parametrize("content", ["", "a\tO\nb\tB-X\n"])
+def test_a_file_that_is_not_conllu_is_one_line(tmp_path, content):
+    """An empty or NER file printed a 60-line traceback."""
+    source = tmp_path / "in.txt"
+    source.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["conllu", str(source), str(tmp_path / "out.spacy")])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit)
+    assert "CoNLL-U" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out.spacy").exists()
