@@ -45,3 +45,18 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data not available: {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def toy_corpus(tmp_path_factory) -> Path:
+    """train.spacy (24 docs) and dev.spacy (8) of toy NER + textcat docs."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_elmo.experiments.tiny import toy_docs
+
+    out = tmp_path_factory.mktemp("toy_corpus")
+    nlp = spacy.blank("en")
+    DocBin(docs=toy_docs(nlp, 24)).to_disk(out / "train.spacy")
+    DocBin(docs=toy_docs(nlp, 8, seed=1)).to_disk(out / "dev.spacy")
+    return out

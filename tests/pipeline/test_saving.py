@@ -15,10 +15,11 @@ from thinc.api import Config
 
 from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pipeline import ElmoListener
 
 from ..conftest import make_random_bilm
-from .conftest import CONFIGS, toy_docs
+from .conftest import CONFIGS
 
 TEXT = "The bank raised rates. We sat on the river bank."
 

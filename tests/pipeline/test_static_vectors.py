@@ -11,9 +11,10 @@ from spacy.tokens import DocBin
 
 from spacy_elmo.experiments import word2vec
 from spacy_elmo.experiments.table import STATIC_VECTORS
+from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pretrain.config import PretrainConfig
 
-from .conftest import CONFIGS, toy_docs
+from .conftest import CONFIGS
 
 CNN_VECTORS = STATIC_VECTORS["cnn"]  # the overrides of the word2vec rows
 

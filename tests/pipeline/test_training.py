@@ -15,10 +15,11 @@ from spacy.training import Example
 from thinc.api import Adam, Config
 
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pipeline import ElmoListener
 from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
-from .conftest import CONFIGS, toy_docs
+from .conftest import CONFIGS
 
 
 def _train_nlp(weights_dir, config_name="ner_textcat_elmo.cfg", overrides=None):
