@@ -39,12 +39,9 @@ def test_the_library_never_imports_the_experiments():
 
 def test_no_sys_path_edits_in_scripts_benchmarks_or_tests():
     """The experiments were imported as `from compare import ...` after sys.path.insert."""
-    frozen = {ROOT / "tests" / "fixtures" / "compat" / "make_compat.py",  # made once, kept
-              # a subprocess that loads a built pipeline package from its wheel's folder
-              ROOT / "tests" / "pipeline" / "test_package.py"}
     for folder in ("scripts", "benchmarks", "tests", "spacy_elmo"):
         for path in (ROOT / folder).rglob("*.py"):
-            if path in frozen or path == Path(__file__):
+            if path == Path(__file__):
                 continue
             text = path.read_text(encoding="utf-8")
             assert "sys.path.insert" not in text and "syspath_prepend" not in text, path

@@ -1,5 +1,6 @@
 """`spacy package` makes a wheel that installs and loads without `--code`."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -35,13 +36,15 @@ def test_spacy_package_wheel_installs_and_loads(weights_dir, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     "--target", str(tmp_path / "site"), str(wheel)], check=True,
                    capture_output=True)
-    script = ("import sys, numpy; sys.path.insert(0, sys.argv[1]); import spacy; "
+    script = ("import sys, numpy, spacy; "
               "nlp = spacy.load('en_elmo_test'); text = 'Alice went to Paris today .'; "
-              "numpy.save(sys.argv[2], nlp(text)._.elmo); "
-              "nlp.disable_pipe('elmo_efml'); numpy.save(sys.argv[3], nlp(text)._.elmo)")
-    subprocess.run([sys.executable, "-c", script, str(tmp_path / "site"),
-                    str(tmp_path / "out.npy"), str(tmp_path / "first.npy")], check=True,
-                   cwd=tmp_path)
+              "numpy.save(sys.argv[1], nlp(text)._.elmo); "
+              "nlp.disable_pipe('elmo_efml'); numpy.save(sys.argv[2], nlp(text)._.elmo)")
+    # the installed wheel's folder on the path, as a user's site-packages would be
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path / "site"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "out.npy"),
+                    str(tmp_path / "first.npy")], check=True, cwd=tmp_path, env=env)
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-6)
     np.testing.assert_allclose(np.load(tmp_path / "first.npy"), expected_first, atol=1e-6)
     assert spacy.util.is_package("spacy") and not spacy.util.is_package("en_elmo_test")
