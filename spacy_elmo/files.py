@@ -68,25 +68,19 @@ def atomic_write(path: Path, suffix: str = "") -> Iterator[Path]:
         fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
                                     suffix=suffix, dir=path.parent)
     except OSError as err:
-        full = _disk_full(err, path)
-        if full is None:
-            raise
-        raise full from err
+        _raise_if_full(err, path)
+        raise
     os.close(fd)
     tmp = Path(name)
     try:
         with _signals_raise():
             yield tmp
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
+            _make_public(tmp, 0o666)  # mkstemp made it private
             _fsync(tmp)  # the data is on disk before the name points at it
             os.replace(tmp, path)
     except (OSError, RuntimeError) as err:
-        full = _disk_full(err, path)
-        if full is None:
-            raise
-        raise full from err
+        _raise_if_full(err, path)
+        raise
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -106,23 +100,17 @@ def atomic_directory(path: Path) -> Iterator[Path]:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
                                     dir=path.parent))
     except OSError as err:
-        full = _disk_full(err, path)
-        if full is None:
-            raise
-        raise full from err
+        _raise_if_full(err, path)
+        raise
     try:
         with _signals_raise():
             yield tmp
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private
+            _make_public(tmp, 0o777)  # mkdtemp made it private
             _fsync(tmp)  # its entries are on disk before the name points at it
             _replace_directory(tmp, path)
     except (OSError, RuntimeError) as err:
-        full = _disk_full(err, path)
-        if full is None:
-            raise
-        raise full from err
+        _raise_if_full(err, path)
+        raise
     finally:
         if tmp.is_symlink():  # what an exchange with a link to a directory leaves
             tmp.unlink()
@@ -352,6 +340,21 @@ def _signals_raise() -> Iterator[None]:
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated(signum)
+
+
+def _make_public(tmp: Path, mode: int) -> None:
+    """Give `tmp` the permissions a new file (0o666) or directory (0o777) gets under the
+    umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, mode & ~umask)
+
+
+def _raise_if_full(err: BaseException, path: Path) -> None:
+    """Raise DiskFull (from `err`) when `err` says the disk or quota is full."""
+    full = _disk_full(err, path)
+    if full is not None:
+        raise full from err
 
 
 def _disk_full(err: BaseException, path: Path) -> Optional[DiskFull]:

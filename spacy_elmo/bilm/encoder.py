@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .int8 import Int8Matmul, stamp
+from .int8 import Int8Matmul
 from .options import BiLMOptions
+from .stamp import weights_stamp
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 
@@ -68,7 +69,7 @@ class CharCNNEncoder(nn.Module):
         layers = [*cast(Iterable[nn.Linear], self.highways), self.projection]
         if self.precision != "int8" or torch.is_grad_enabled():
             return list(layers)
-        now = stamp([p for layer in layers for p in (layer.weight, layer.bias)])
+        now = weights_stamp([p for layer in layers for p in (layer.weight, layer.bias)])
         if self._int8 is None or self._int8[0] != now:
             self._int8 = (now, [Int8Matmul(layer.weight.t(), layer.bias) for layer in layers])
         return self._int8[1]

@@ -13,7 +13,7 @@ saved, and are made again when the parameters change (fine-tuning), so a pipelin
 from __future__ import annotations
 
 import warnings
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional
 
 import torch
 
@@ -89,8 +89,3 @@ class DirectionPair:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.stack([mm(x[d]) for d, mm in enumerate(self.directions)])
-
-
-def stamp(parameters: Sequence[torch.Tensor]) -> List[Tuple[int, Optional[int]]]:
-    """Changes when any of the parameters is modified in place or replaced."""
-    return [(p.data_ptr(), None if p.is_inference() else p._version) for p in parameters]

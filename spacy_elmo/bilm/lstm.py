@@ -16,9 +16,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import torch
 from torch import nn
 
-from .int8 import DirectionPair, stamp
+from .int8 import DirectionPair
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
+from .stamp import weights_stamp
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 
@@ -86,7 +87,7 @@ class ProjectedLSTMLayer(nn.Module):
         and no gradient is wanted, else the fp32 batched matmuls."""
         if self.precision == "int8" and not torch.is_grad_enabled():
             weights = (self.w_input, self.w_hidden, self.w_proj)
-            now = stamp(weights)
+            now = weights_stamp(weights)
             if self._int8 is None or self._int8[0] != now:
                 pairs = tuple(DirectionPair(w) for w in weights)
                 self._int8 = (now, cast(Tuple[Product, Product, Product], pairs))

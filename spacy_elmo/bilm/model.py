@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ from .encoder import CharCNNEncoder
 from .int8 import check_precision
 from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
+from .stamp import weights_stamp
 from .windows import WORD_CACHE
 
 
@@ -27,16 +28,6 @@ class BiLMOutput:
 
     layers: torch.Tensor
     mask: torch.Tensor
-
-
-def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
-    """Changes whenever a parameter is modified in place, replaced, moved or cast (torch's
-    version counters and storage); caches compare it to know their entries are stale.
-
-    Inference tensors (made under torch.inference_mode(), e.g. by `.to()` there) have no
-    version counter; for them the stamp sees replacement, moves and casts only."""
-    return tuple((p.data_ptr(), None if p.is_inference() else p._version, p.dtype, p.device)
-                 for p in parameters)
 
 
 class WordCache:

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Optional, Tuple
 
 from thinc.api import Model, deserialize_attr, serialize_attr
 
-from ..bilm.model import weights_stamp
+from ..bilm.stamp import weights_stamp
 
 
 class OutputCache:
