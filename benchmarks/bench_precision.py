@@ -1,5 +1,6 @@
 """int8 against fp32 inference, side by side in one run: error per layer, tokens/s of the biLM
-(1 and 2 threads, batch 64 and batch 1), single-sentence latency of `nlp(text)`, and words/s
+(1 and 2 threads, batch 64 and batch 1), single-sentence latency of `nlp(text)`, the two
+LSTM directions stacked against each on its own thread (2 threads), and words/s
 of `nlp.pipe` for an ELMo pipeline against spaCy's CNN pipeline of the same tasks, with the
 fp32 and int8 matmul rates torch reaches in the same run and the CPU's flags.
 
@@ -35,6 +36,7 @@ from spacy.language import Language  # noqa: E402
 from spacy.training import Example  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, batch_to_ids, load_bilm, preset, save_bilm  # noqa: E402
+from spacy_elmo.bilm.directions import concurrent_directions  # noqa: E402
 from spacy_elmo.bilm.int8 import Int8Matmul  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_flags, cpu_model  # noqa: E402
@@ -175,14 +177,14 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     parser.add_argument("--calls", type=int, default=200, help="latency: nlp(text) calls")
     parser.add_argument("--texts", type=int, default=4000,
                         help="nlp.pipe: texts per run (enough to amortize starting processes)")
-    parser.add_argument("--sections", default="error,speed,latency,pipe",
-                        help="comma-separated: error, speed, latency, pipe")
+    parser.add_argument("--sections", default="error,speed,latency,directions,pipe",
+                        help="comma-separated: error, speed, latency, directions, pipe")
     parser.add_argument("--output", type=Path, help="also write the markdown here")
     args = parser.parse_args(argv)
     sections = set(args.sections.split(","))
     if args.repeats < 1 or args.calls < 20 or args.texts < 16:
         parser.error("--repeats must be >= 1, --calls >= 20 and --texts >= 16")
-    if not sections <= {"error", "speed", "latency", "pipe"}:
+    if not sections <= {"error", "speed", "latency", "directions", "pipe"}:
         parser.error(f"unknown --sections {sorted(sections)}")
     shapes = ["small"] if args.quick else ["small", "original"]
     repeats, calls = (1, 20) if args.quick else (args.repeats, args.calls)
@@ -200,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     scratch = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     models: Dict[str, Path] = {"small": ROOT / "spacy_elmo" / "data" / "elmo_en_small"}
     bilms: Dict[str, BiLM] = {"small": load_bilm(models["small"])}
-    if "original" in shapes and sections & {"error", "speed", "latency"}:
+    if "original" in shapes and sections & {"error", "speed", "latency", "directions"}:
         torch.manual_seed(0)
         bilms["original"] = BiLM(preset("original")).eval()
         models["original"] = scratch / "original"
@@ -212,6 +214,9 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         lines += speed_section(shapes, bilms, sentences, batch64, repeats)
     if "latency" in sections:
         lines += latency_section(shapes, models, texts20, calls)
+    if "directions" in sections:
+        lines += directions_section(shapes, bilms, models, sentences, batch64, texts20,
+                                    repeats)
     if "pipe" in sections:
         texts = [" ".join(s) for s in sentences] * (2 if args.quick else 1 + args.texts // 30)
         lines += pipe_section(models, texts[: 60 if args.quick else args.texts])
@@ -270,6 +275,38 @@ def latency_section(shapes: List[str], models: Dict[str, Path], texts20: List[st
                      f"{ms['int8']['p50']:.1f} / {ms['int8']['p95']:.1f} | "
                      f"{ms['int8']['p50'] / ms['fp32']['p50']:.2f}x | "
                      f"{1000 * ALLENNLP_SECONDS_PER_SENTENCE:.0f} ms |")
+    return lines
+
+
+def directions_section(shapes: List[str], bilms: Dict[str, BiLM], models: Dict[str, Path],
+                       sentences: List[List[str]], batch64: List[List[str]],
+                       texts20: List[str], repeats: int) -> List[str]:
+    """2 threads: the two LSTM directions stacked on one thread pool ("off") against each on
+    its own thread ("on", what "auto" picks with two or more threads)."""
+    lines = ["", "## Both LSTM directions at once (2 threads): stacked vs one thread each", "",
+             "| shape | precision | measure | stacked | one thread each | each : stacked |",
+             "|---|---|---|---|---|---|"]
+    torch.set_num_threads(2)
+    for shape in shapes:
+        for precision in PRECISIONS:
+            bilm = bilms[shape]
+            bilm.set_precision(precision)
+            for batch, group in ((64, batch64), (1, sentences)):
+                speed = {}
+                for mode in ("off", "on"):
+                    with concurrent_directions(mode):
+                        speed[mode] = tokens_per_second(bilm, group, batch, repeats)
+                lines.append(f"| {shape} | {precision} | tokens/s, batch {batch} | "
+                             f"{speed['off']:,.0f} | {speed['on']:,.0f} | "
+                             f"{speed['on'] / speed['off']:.2f}x |")
+            bilm.set_precision("fp32")
+            nlp = elmo_nlp(models[shape], precision)
+            ms = {}
+            for mode in ("off", "on"):
+                with concurrent_directions(mode):
+                    ms[mode] = latency(nlp, texts20)["p50"]
+            lines.append(f"| {shape} | {precision} | nlp(text) p50 ms, 20 tokens | "
+                         f"{ms['off']:.1f} | {ms['on']:.1f} | {ms['on'] / ms['off']:.2f}x |")
     return lines
 
 

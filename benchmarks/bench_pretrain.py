@@ -32,6 +32,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see 
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
+from spacy_elmo.bilm.directions import concurrent_directions
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
 from spacy_elmo.pretrain.config import PretrainConfig
@@ -138,12 +139,16 @@ class StepPath:
     lstm_backward: str  # "autograd" (the reference) or "fused"
     fused_optimizer: bool
     precision: str  # "fp32" or "bf16"
+    directions: str  # `concurrent_directions` mode: "off", or "auto" (the trainer's default)
 
 
 PATHS = {
-    "reference": StepPath("reference (autograd LSTM, default Adagrad)", "autograd", False, "fp32"),
-    "fast": StepPath("fast (fused LSTM backward, fused Adagrad)", "fused", True, "fp32"),
-    "fast-bf16": StepPath("fast + bf16 autocast", "fused", True, "bf16"),
+    "reference": StepPath("reference (autograd LSTM, default Adagrad)", "autograd", False,
+                          "fp32", "off"),
+    "fast": StepPath("fast (fused LSTM backward, fused Adagrad)", "fused", True, "fp32", "off"),
+    "fast-directions": StepPath("fast + directions on two threads (the default)", "fused",
+                                True, "fp32", "auto"),
+    "fast-bf16": StepPath("fast + bf16 autocast", "fused", True, "bf16", "auto"),
 }
 
 
@@ -186,9 +191,10 @@ def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, wi
 
     def train_step() -> None:
         torch.set_num_threads(threads)
-        with autocast(torch.device("cpu"), path.precision):
-            out = model(batch)
-        update(config, model, optimizer, out.mean_loss, config.lr)
+        with concurrent_directions(path.directions):
+            with autocast(torch.device("cpu"), path.precision):
+                out = model(batch)
+            update(config, model, optimizer, out.mean_loss, config.lr)
 
     return train_step, batch, model
 
@@ -207,8 +213,9 @@ def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str
         for path in paths:
             for threads in [int(t) for t in args.threads.split(",")]:
                 for rows in [int(r) for r in args.rows.split(",")]:
-                    if path != "fast" and rows != int(args.rows.split(",")[0]):
-                        continue  # other row counts only for the fast path
+                    if path not in ("fast", "fast-directions") and rows != int(
+                            args.rows.split(",")[0]):
+                        continue  # other row counts only for the fast paths
                     key = f"{shape}|{path}|{threads}|{rows}"
                     fn, batch, model = step_fn(PATHS[path], options, vocab, rows=rows,
                                                window=args.window, n_negatives=negatives,
@@ -218,8 +225,8 @@ def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str
                                  "rows": rows, "tokens": rows * args.window,
                                  "flops": sum(flops(options, batch, negatives).values()),
                                  "negatives": negatives, "unique": batch.chars.shape[0]}
-                    if path == "fast" and threads == max(int(t) for t in
-                                                         args.threads.split(",")):
+                    if path == "fast-directions" and threads == max(
+                            int(t) for t in args.threads.split(",")):
                         meta[key]["parts"] = part_fns(model, batch)
     rates = {f"fp32 {t} thread(s)": 0.0 for t in args.threads.split(",")}
     rates["bf16 2 thread(s)"] = 0.0
@@ -244,7 +251,8 @@ def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str
                                   "flop_rate": float(m["flops"]) / seconds}  # type: ignore
         if "parts" in m:
             torch.set_num_threads(int(m["threads"]))  # type: ignore[call-overload]
-            row["parts"] = best_times(m["parts"], args.repeats)  # type: ignore[arg-type]
+            with concurrent_directions(PATHS[str(m["path"])].directions):
+                row["parts"] = best_times(m["parts"], args.repeats)  # type: ignore[arg-type]
         results.append(row)
     return results, rates
 
@@ -262,14 +270,17 @@ def report(results: List[Dict[str, object]], rates: Dict[str, float],
         "after, the higher kept): " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s"
                                                 for k, v in rates.items()) + ".", "",
         "| shape | path | threads | batch | step (s) | tokens/s | vs reference, same threads "
-        "| vs reference, 1 thread | GFLOP/s | of matmul (same threads) |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| vs reference, 1 thread | vs fast, 1 thread | GFLOP/s | of matmul (same threads) |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     ref = {(r["shape"], r["threads"]): r["tokens_per_s"] for r in results
            if r["path"] == "reference"}
+    fast = {(r["shape"], r["rows"]): r["tokens_per_s"] for r in results
+            if r["path"] == "fast" and r["threads"] == 1}
     for r in results:
         same = ref.get((r["shape"], r["threads"]))
         one = ref.get((r["shape"], 1))
+        fast_one = fast.get((r["shape"], r["rows"]))
         rate = rates[f"fp32 {r['threads']} thread(s)"]
         tps = float(r["tokens_per_s"])  # type: ignore[arg-type]
         lines.append(
@@ -277,6 +288,7 @@ def report(results: List[Dict[str, object]], rates: Dict[str, float],
             f"{r['rows']}x{args.window} | {r['step']:.3f} | {tps:,.0f} | "
             f"{f'{tps / float(same):.2f}x' if same else '-'} | "  # type: ignore[arg-type]
             f"{f'{tps / float(one):.2f}x' if one else '-'} | "  # type: ignore[arg-type]
+            f"{f'{tps / float(fast_one):.2f}x' if fast_one else '-'} | "  # type: ignore
             f"{float(r['flop_rate']) / 1e9:.1f} | "  # type: ignore[arg-type]
             f"{float(r['flop_rate']) / rate:.0%} |")  # type: ignore[arg-type]
     lines += ["", "## Where the fast path's time goes (forward + backward of each part alone)",
@@ -305,7 +317,7 @@ def main(argv: List[str]) -> str:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--matmul-n", type=int, default=1024)
     parser.add_argument("--shapes", default="bundled,small")
-    parser.add_argument("--paths", default="reference,fast,fast-bf16")
+    parser.add_argument("--paths", default="reference,fast,fast-directions,fast-bf16")
     parser.add_argument("--force-bf16", action="store_true",
                         help="time bf16 even where this CPU only emulates it (very slow)")
     parser.add_argument("--out", default="benchmarks/results/pretrain.md")

@@ -362,6 +362,9 @@ class Errors(metaclass=Catalogue):
             "file first, or run without --shard.")
     E155 = ("'{path}' is a shard file made from another INPUT or other settings (or is "
             "damaged). Pass --overwrite to make it again, or choose another OUTPUT.")
+    # Threads (E160-E164)
+    E160 = ("Unknown mode {mode!r} for running the LSTM directions concurrently; choose one "
+            "of: {known} (\"auto\": on CPU when torch has two or more threads).")
 
 
 class Warnings(metaclass=Catalogue):

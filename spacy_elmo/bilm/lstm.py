@@ -1,8 +1,9 @@
 """The stacked LSTM with projection, cell/projection clipping and residual connections.
 
-Both directions run together: every parameter holds the forward and the backward
-direction stacked on its first axis. The input projections of all timesteps are one matmul;
-rows are processed longest-first so that each timestep touches only the rows still running.
+Every parameter holds the forward and the backward direction stacked on its first axis;
+both directions run as one batched op, or on two threads at once (`directions`). The input
+projections of all timesteps are one matmul; rows are processed longest-first so that each
+timestep touches only the rows still running.
 Gates are in TensorFlow's order (i, j, f, o); `bias` is TensorFlow's `B`, and the constant
 forget bias of 1.0 (which bilm-tf does not store) is added at run time (`forget_bias` in the
 options: 0.0 for models that store the whole bias, as ELMoForManyLangs does).
@@ -16,12 +17,14 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import torch
 from torch import nn
 
+from .directions import BOTH, run_directions
 from .int8 import DirectionPair
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
 from .stamp import weights_stamp
 
 Product = Callable[[torch.Tensor], torch.Tensor]
+Recurrence = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -65,7 +68,8 @@ class ProjectedLSTMLayer(nn.Module):
         self.fused_backward = True
         # "int8": inference (no gradients) through int8 copies of the three matrices
         self.precision = "fp32"
-        self._int8: Optional[Tuple[Any, Tuple[Product, Product, Product]]] = None
+        self._int8: Optional[Tuple[Any, Tuple[DirectionPair, DirectionPair, DirectionPair]]] = (
+            None)
         forget = torch.zeros(4 * H)
         forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
@@ -82,36 +86,68 @@ class ProjectedLSTMLayer(nn.Module):
     def __getstate__(self) -> Dict[str, Any]:
         return dict(self.__dict__, _int8=None)  # int8 copies are remade where they're used
 
-    def _products(self) -> Tuple[Product, Product, Product]:
-        """The input, recurrent and projection products: int8 when the precision says so
-        and no gradient is wanted, else the fp32 batched matmuls."""
-        if self.precision == "int8" and not torch.is_grad_enabled():
-            weights = (self.w_input, self.w_hidden, self.w_proj)
-            now = weights_stamp(weights)
-            if self._int8 is None or self._int8[0] != now:
-                pairs = tuple(DirectionPair(w) for w in weights)
-                self._int8 = (now, cast(Tuple[Product, Product, Product], pairs))
-            return self._int8[1]
-        return (lambda x: torch.bmm(x, self.w_input), lambda h: torch.bmm(h, self.w_hidden),
-                lambda m: torch.bmm(m, self.w_proj))
+    def _int8_pairs(self) -> Tuple[DirectionPair, DirectionPair, DirectionPair]:
+        """int8 copies of the input, recurrent and projection matrices, remade when the
+        weights change."""
+        weights = (self.w_input, self.w_hidden, self.w_proj)
+        now = weights_stamp(weights)
+        if self._int8 is None or self._int8[0] != now:
+            self._int8 = (now, cast(Tuple[DirectionPair, DirectionPair, DirectionPair],
+                                    tuple(DirectionPair(w) for w in weights)))
+        return self._int8[1]
+
+    def _products(self, dirs: slice, int8: bool) -> Tuple[Product, Recurrence, Product]:
+        """The input product, the recurrent step (input gates + h @ W_hidden) and the
+        projection of the directions `dirs`: through int8 copies, or fp32 batched matmuls
+        (the recurrent step one baddbmm, op for op as in `lstm_fused`)."""
+        if int8:
+            pairs = self._int8_pairs()
+            project_input, recur, project = (
+                pairs if dirs == BOTH else tuple(p.directions[dirs.start] for p in pairs))
+            return project_input, lambda gates, h: gates + recur(h), project
+        w_input, w_hidden, w_proj = (_directions(w, dirs)
+                                     for w in (self.w_input, self.w_hidden, self.w_proj))
+        return (lambda x: torch.bmm(x, w_input),
+                lambda gates, h: torch.baddbmm(gates, h, w_hidden),
+                lambda m: torch.bmm(m, w_proj))
 
     def run_packed(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
                    c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Run both directions over packed steps.
+        """Run both directions over packed steps (on two threads at once where
+        `directions.use_concurrent` says so).
 
         x: (2, sum(batch_sizes), in), rows sorted longest-first, step t's rows after step
         t-1's (as in `torch.nn.utils.rnn.PackedSequence`); batch_sizes[t] rows run at step t.
         Returns the outputs packed alike (2, sum(batch_sizes), proj) and the final (h, c),
         each row's taken after its own last step."""
         sizes = [n for n in batch_sizes if n > 0]
-        if (self.fused_backward and sizes and torch.is_grad_enabled()
-                and not torch.is_autocast_enabled(x.device.type)):
+        autocast = torch.is_autocast_enabled(x.device.type)
+        if self.fused_backward and sizes and torch.is_grad_enabled() and not autocast:
             return fused_lstm_layer(x, self.w_input, self.w_hidden,
                                     self.bias + self.forget_bias, self.w_proj, h0, c0, sizes,
                                     self.cell_clip, self.proj_clip, self.projection_rows)
-        bias = (self.bias + self.forget_bias)[:, None, :]
         int8 = self.precision == "int8" and not torch.is_grad_enabled()
-        project_input, recur, project = self._products()
+        if int8:
+            self._int8_pairs()  # made here, not by both directions' threads at once
+        bias = self.bias + self.forget_bias
+
+        def run(dirs: slice) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            return self._run(x[dirs], sizes, h0[dirs], c0[dirs], bias[dirs, None, :],
+                             self._products(dirs, int8))
+
+        if autocast:  # autocast is per thread: the directions stay on this one
+            return run(BOTH)
+        parts = run_directions(run, x.device)
+        if len(parts) == 1:
+            return parts[0]
+        out, h, c = (torch.cat(pair) for pair in zip(*parts, strict=True))
+        return out, h, c
+
+    def _run(self, x: torch.Tensor, sizes: List[int], h0: torch.Tensor, c0: torch.Tensor,
+             bias: torch.Tensor, products: Tuple[Product, Recurrence, Product]
+             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`run_packed` for the directions on the first axis of x, h0, c0 and bias."""
+        project_input, recur, project = products
         h, c = h0, c0
         outputs: List[torch.Tensor] = []
         done_h: List[torch.Tensor] = []  # final states of rows that ended, last rows first
@@ -126,28 +162,20 @@ class ProjectedLSTMLayer(nn.Module):
                     done_h.append(h[:, n:])
                     done_c.append(c[:, n:])
                     h, c = h[:, :n], c[:, :n]
-                if int8:
-                    h, c = self._step_with(gates_t + recur(h), c, project)
-                else:
-                    h, c = self._step(gates_t, h, c)
+                h, c = self._step(recur(gates_t, h), c, project)
                 outputs.append(h)
         final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
         final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
-        out = torch.cat(outputs, dim=1) if outputs else x.new_zeros(2, 0, h0.shape[-1])
+        out = (torch.cat(outputs, dim=1) if outputs
+               else x.new_zeros(x.shape[0], 0, h0.shape[-1]))
         return out, final_h, final_c
 
-    def _step(self, gates_x: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    def _step(self, gates: torch.Tensor, c: torch.Tensor, project: Product
               ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """One timestep of both directions; gates_x holds the input projection + bias.
+        """One timestep from all gates' pre-activations (inputs, recurrence and bias).
 
         One sigmoid over all four gate blocks (the candidate's is unused): fewer, larger
         elementwise ops, which matters when each op has to wake the thread pool."""
-        return self._step_with(torch.baddbmm(gates_x, h, self.w_hidden), c,
-                               lambda m: torch.bmm(m, self.w_proj))
-
-    def _step_with(self, gates: torch.Tensor, c: torch.Tensor, project: Product
-                   ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The rest of a timestep from all gates' pre-activations."""
         H = c.shape[-1]
         sig = torch.sigmoid(gates)
         c = torch.addcmul(sig[..., 2 * H : 3 * H] * c, sig[..., :H],
@@ -166,6 +194,12 @@ def _step_groups(x: torch.Tensor, sizes: List[int], max_rows: int
     rows (at least one step), with their step sizes."""
     groups = step_groups(sizes, max_rows)
     return zip(x.split([sum(g) for g in groups], dim=1), groups, strict=True)
+
+
+def _directions(weight: torch.Tensor, dirs: slice) -> torch.Tensor:
+    """The stacked weight itself for both directions (one autograd node fewer), else its
+    slice."""
+    return weight if dirs == BOTH else weight[dirs]
 
 
 def _valid_steps(batch_sizes: List[int], rows: int, device: torch.device) -> torch.Tensor:

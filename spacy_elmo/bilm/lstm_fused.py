@@ -6,13 +6,17 @@ buffers (one row per packed step, as the input). The backward runs the recurrenc
 reverse with a handful of fused elementwise ops per step, and computes every weight
 gradient (input, hidden, projection, bias) and the input gradient as one large matmul over
 all steps, instead of autograd's small per-step products and its zero-filled gate slices.
+Forward and backward run both directions as one batched op, or each on its own thread
+(`directions`).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
 import torch
+
+from .directions import run_directions
 
 
 def fused_lstm_layer(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
@@ -50,57 +54,29 @@ class _FusedLSTM(torch.autograd.Function):
                 group_rows: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         H = w_proj.shape[1]
         N = x.shape[1]
-        acts = x.new_empty(2, N, 4 * H)  # sigmoid(i), tanh(j), sigmoid(f), sigmoid(o)
-        c_prev = x.new_empty(2, N, H)
-        c_raw = x.new_empty(2, N, H) if cell_clip is not None else None
-        tanh_c = x.new_empty(2, N, H)
-        m_all = x.new_empty(2, N, H)  # tanh(c) * o, the projection's input
-        h_prev = x.new_empty(2, N, h0.shape[-1])
-        out = x.new_empty(2, N, h0.shape[-1])
-        h_raw = x.new_empty(2, N, h0.shape[-1]) if proj_clip is not None else None
-        b = bias[:, None, :]
-        h, c = h0, c0
-        done_h: List[torch.Tensor] = []
-        done_c: List[torch.Tensor] = []
-        offset = 0
-        for group_sizes in step_groups(sizes, group_rows):
-            n_group = sum(group_sizes)
-            gates_x = torch.bmm(x[:, offset : offset + n_group], w_input).add_(b)
-            for gates_t in gates_x.split(group_sizes, dim=1):
-                n = gates_t.shape[1]
-                rows = slice(offset, offset + n)
-                if n < h.shape[1]:
-                    done_h.append(h[:, n:])
-                    done_c.append(c[:, n:])
-                    h, c = h[:, :n], c[:, :n]
-                h_prev[:, rows] = h
-                c_prev[:, rows] = c
-                gates = torch.baddbmm(gates_t, h, w_hidden)
-                act = acts[:, rows]
-                torch.sigmoid(gates, out=act)
-                act[..., H : 2 * H] = torch.tanh(gates[..., H : 2 * H])
-                c = torch.addcmul(act[..., 2 * H : 3 * H] * c, act[..., :H],
-                                  act[..., H : 2 * H])
-                if c_raw is not None:
-                    c_raw[:, rows] = c
-                    c = c.clamp(-cell_clip, cell_clip)  # type: ignore[operator]
-                tc = torch.tanh(c)
-                tanh_c[:, rows] = tc
-                m = tc * act[..., 3 * H :]
-                m_all[:, rows] = m
-                h = torch.bmm(m, w_proj)
-                if h_raw is not None:
-                    h_raw[:, rows] = h
-                    h = h.clamp(-proj_clip, proj_clip)  # type: ignore[operator]
-                out[:, rows] = h
-                offset += n
-        final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
-        final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
+        P = h0.shape[-1]
+        saved = _Saved(
+            acts=x.new_empty(2, N, 4 * H),  # sigmoid(i), tanh(j), sigmoid(f), sigmoid(o)
+            c_prev=x.new_empty(2, N, H),
+            c_raw=x.new_empty(2, N, H) if cell_clip is not None else None,
+            tanh_c=x.new_empty(2, N, H),
+            m_all=x.new_empty(2, N, H),  # tanh(c) * o, the projection's input
+            h_prev=x.new_empty(2, N, P),
+            h_raw=x.new_empty(2, N, P) if proj_clip is not None else None)
+        out = x.new_empty(2, N, P)
+
+        def run(d: slice) -> Tuple[torch.Tensor, torch.Tensor]:
+            return _forward(x[d], w_input[d], w_hidden[d], bias[d], w_proj[d], h0[d], c0[d],
+                            out[d], saved.part(d), sizes, (cell_clip, proj_clip), group_rows)
+
+        parts = run_directions(run, x.device)
+        final_h, final_c = (torch.cat(pair) for pair in zip(*parts, strict=True))
         ctx.sizes = sizes
         ctx.clips = (cell_clip, proj_clip)
         ctx.n_rows = h0.shape[1]
-        ctx.save_for_backward(x, w_input, w_hidden, w_proj, acts, c_prev, tanh_c, m_all,
-                              h_prev, *(t for t in (c_raw, h_raw) if t is not None))
+        ctx.save_for_backward(x, w_input, w_hidden, w_proj, saved.acts, saved.c_prev,
+                              saved.tanh_c, saved.m_all, saved.h_prev,
+                              *(t for t in (saved.c_raw, saved.h_raw) if t is not None))
         return out, final_h, final_c
 
     @staticmethod
@@ -109,60 +85,145 @@ class _FusedLSTM(torch.autograd.Function):
         x, w_input, w_hidden, w_proj, acts, c_prev, tanh_c, m_all, h_prev, *raw = (
             ctx.saved_tensors)
         cell_clip, proj_clip = ctx.clips
-        c_raw = raw.pop(0) if cell_clip is not None else None
-        h_raw = raw.pop(0) if proj_clip is not None else None
-        sizes: List[int] = ctx.sizes
-        H = w_proj.shape[1]
-        d_gates = acts.new_empty(acts.shape)
-        d_hraw = acts.new_empty(grad_out.shape)
-        w_proj_t = w_proj.transpose(1, 2)
-        w_hidden_t = w_hidden.transpose(1, 2)
-        R = ctx.n_rows
-        dh = grad_h.new_zeros(2, 0, grad_h.shape[-1])
-        dc = grad_c.new_zeros(2, 0, grad_c.shape[-1])
-        end = x.shape[1]
-        # per step, on the step's own (cache-resident) slices: the elementwise work is
-        # memory-bound, and whole-sequence temporaries would stream through memory
-        for n in reversed(sizes):
-            start = end - n
-            rows = slice(start, end)
-            # rows whose last step is this one bring the gradient of their final state
-            if dh.shape[1] < n:
-                dh = torch.cat([dh, grad_h[:, dh.shape[1] : n]], dim=1)
-                dc = torch.cat([dc, grad_c[:, dc.shape[1] : n]], dim=1)
-            # the gradient reaching this step's h (its output and the next step), then
-            # through the projection clip
-            g = torch.add(dh, grad_out[:, rows], out=d_hraw[:, rows])
-            if h_raw is not None:
-                g.masked_fill_(h_raw[:, rows].abs() > proj_clip, 0.0)
-            dm = torch.bmm(g, w_proj_t)
-            a = acts[:, rows]
-            tc = tanh_c[:, rows]
-            o = a[..., 3 * H :]
-            dmo = dm * o
-            dc = torch.addcmul(dc + dmo, dmo, tc * tc, value=-1.0)
-            if c_raw is not None:
-                dc.masked_fill_(c_raw[:, rows].abs() > cell_clip, 0.0)
-            dg = d_gates[:, rows]
-            # d pre-activation = d activation * activation' : sigmoid' = a (1 - a) for
-            # i, f, o; tanh' = 1 - j^2 for j
-            torch.mul(a, 1.0 - a, out=dg)
-            i, j, f = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H]
-            dg[..., :H].mul_(j).mul_(dc)
-            torch.addcmul(dc, dc * j, j, value=-1.0, out=dg[..., H : 2 * H]).mul_(i)
-            dg[..., 2 * H : 3 * H].mul_(c_prev[:, rows]).mul_(dc)
-            dg[..., 3 * H :].mul_(tc).mul_(dm)
-            dc = dc * f
-            dh = torch.bmm(dg, w_hidden_t)
-            end = start
-        if dh.shape[1] < R:  # rows that never ran pass their final-state gradient through
-            dh = torch.cat([dh, grad_h[:, dh.shape[1] :]], dim=1)
-            dc = torch.cat([dc, grad_c[:, dc.shape[1] :]], dim=1)
+        saved = _Saved(acts, c_prev, raw.pop(0) if cell_clip is not None else None, tanh_c,
+                       m_all, h_prev, raw.pop(0) if proj_clip is not None else None)
         need = ctx.needs_input_grad
-        d_x = torch.bmm(d_gates, w_input.transpose(1, 2)) if need[0] else None
-        d_w_input = torch.bmm(x.transpose(1, 2), d_gates) if need[1] else None
-        d_w_hidden = torch.bmm(h_prev.transpose(1, 2), d_gates) if need[2] else None
-        d_bias = d_gates.sum(1) if need[3] else None
-        d_w_proj = torch.bmm(m_all.transpose(1, 2), d_hraw) if need[4] else None
-        return (d_x, d_w_input, d_w_hidden, d_bias, d_w_proj, dh if need[5] else None,
-                dc if need[6] else None, None, None, None, None)
+
+        def run(d: slice) -> List[Optional[torch.Tensor]]:
+            return _backward(x[d], w_input[d], w_hidden[d], w_proj[d], saved.part(d),
+                             grad_out[d], grad_h[d], grad_c[d], ctx.sizes, ctx.clips,
+                             ctx.n_rows, need)
+
+        parts = run_directions(run, x.device)
+        grads = [None if pair[0] is None else torch.cat(cast(List[torch.Tensor], pair))
+                 for pair in zip(*parts, strict=True)]
+        return (*grads, None, None, None, None)
+
+
+class _Saved(NamedTuple):
+    """What the forward keeps for the backward, one row per packed step."""
+
+    acts: torch.Tensor
+    c_prev: torch.Tensor
+    c_raw: Optional[torch.Tensor]  # before the cell clip (None without one)
+    tanh_c: torch.Tensor
+    m_all: torch.Tensor
+    h_prev: torch.Tensor
+    h_raw: Optional[torch.Tensor]  # before the projection clip (None without one)
+
+    def part(self, d: slice) -> _Saved:
+        """The views of the directions `d`."""
+        return _Saved._make(None if t is None else t[d] for t in self)
+
+
+def _forward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
+             bias: torch.Tensor, w_proj: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+             out: torch.Tensor, saved: _Saved, sizes: List[int],
+             clips: Tuple[Optional[float], Optional[float]], group_rows: int
+             ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The forward of the directions on the first axis of every argument: fills `out` and
+    `saved`, returns the final (h, c)."""
+    cell_clip, proj_clip = clips
+    H = w_proj.shape[1]
+    acts, c_prev, c_raw, tanh_c, m_all, h_prev, h_raw = saved
+    b = bias[:, None, :]
+    h, c = h0, c0
+    done_h: List[torch.Tensor] = []
+    done_c: List[torch.Tensor] = []
+    offset = 0
+    for group_sizes in step_groups(sizes, group_rows):
+        n_group = sum(group_sizes)
+        gates_x = torch.bmm(x[:, offset : offset + n_group], w_input).add_(b)
+        for gates_t in gates_x.split(group_sizes, dim=1):
+            n = gates_t.shape[1]
+            rows = slice(offset, offset + n)
+            if n < h.shape[1]:
+                done_h.append(h[:, n:])
+                done_c.append(c[:, n:])
+                h, c = h[:, :n], c[:, :n]
+            h_prev[:, rows] = h
+            c_prev[:, rows] = c
+            gates = torch.baddbmm(gates_t, h, w_hidden)
+            act = acts[:, rows]
+            torch.sigmoid(gates, out=act)
+            act[..., H : 2 * H] = torch.tanh(gates[..., H : 2 * H])
+            c = torch.addcmul(act[..., 2 * H : 3 * H] * c, act[..., :H], act[..., H : 2 * H])
+            if c_raw is not None:
+                c_raw[:, rows] = c
+                c = c.clamp(-cell_clip, cell_clip)  # type: ignore[operator]
+            tc = torch.tanh(c)
+            tanh_c[:, rows] = tc
+            m = tc * act[..., 3 * H :]
+            m_all[:, rows] = m
+            h = torch.bmm(m, w_proj)
+            if h_raw is not None:
+                h_raw[:, rows] = h
+                h = h.clamp(-proj_clip, proj_clip)  # type: ignore[operator]
+            out[:, rows] = h
+            offset += n
+    final_h = torch.cat([h, *done_h[::-1]], dim=1) if done_h else h
+    final_c = torch.cat([c, *done_c[::-1]], dim=1) if done_c else c
+    return final_h, final_c
+
+
+def _backward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
+              w_proj: torch.Tensor, saved: _Saved, grad_out: torch.Tensor,
+              grad_h: torch.Tensor, grad_c: torch.Tensor, sizes: List[int],
+              clips: Tuple[Optional[float], Optional[float]], R: int, need: Tuple[bool, ...]
+              ) -> List[Optional[torch.Tensor]]:
+    """The gradients of x, the four weights, h0 and c0 for the directions on the first
+    axis of every argument (None where not needed)."""
+    cell_clip, proj_clip = clips
+    acts, c_prev, c_raw, tanh_c, m_all, h_prev, h_raw = saved
+    H = w_proj.shape[1]
+    d_gates = acts.new_empty(acts.shape)
+    d_hraw = acts.new_empty(grad_out.shape)
+    w_proj_t = w_proj.transpose(1, 2)
+    w_hidden_t = w_hidden.transpose(1, 2)
+    dh = grad_h.new_zeros(grad_h.shape[0], 0, grad_h.shape[-1])
+    dc = grad_c.new_zeros(grad_c.shape[0], 0, grad_c.shape[-1])
+    end = x.shape[1]
+    # per step, on the step's own (cache-resident) slices: the elementwise work is
+    # memory-bound, and whole-sequence temporaries would stream through memory
+    for n in reversed(sizes):
+        start = end - n
+        rows = slice(start, end)
+        # rows whose last step is this one bring the gradient of their final state
+        if dh.shape[1] < n:
+            dh = torch.cat([dh, grad_h[:, dh.shape[1] : n]], dim=1)
+            dc = torch.cat([dc, grad_c[:, dc.shape[1] : n]], dim=1)
+        # the gradient reaching this step's h (its output and the next step), then
+        # through the projection clip
+        g = torch.add(dh, grad_out[:, rows], out=d_hraw[:, rows])
+        if h_raw is not None:
+            g.masked_fill_(h_raw[:, rows].abs() > proj_clip, 0.0)  # type: ignore[operator]
+        dm = torch.bmm(g, w_proj_t)
+        a = acts[:, rows]
+        tc = tanh_c[:, rows]
+        o = a[..., 3 * H :]
+        dmo = dm * o
+        dc = torch.addcmul(dc + dmo, dmo, tc * tc, value=-1.0)
+        if c_raw is not None:
+            dc.masked_fill_(c_raw[:, rows].abs() > cell_clip, 0.0)  # type: ignore[operator]
+        dg = d_gates[:, rows]
+        # d pre-activation = d activation * activation' : sigmoid' = a (1 - a) for
+        # i, f, o; tanh' = 1 - j^2 for j
+        torch.mul(a, 1.0 - a, out=dg)
+        i, j, f = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H]
+        dg[..., :H].mul_(j).mul_(dc)
+        torch.addcmul(dc, dc * j, j, value=-1.0, out=dg[..., H : 2 * H]).mul_(i)
+        dg[..., 2 * H : 3 * H].mul_(c_prev[:, rows]).mul_(dc)
+        dg[..., 3 * H :].mul_(tc).mul_(dm)
+        dc = dc * f
+        dh = torch.bmm(dg, w_hidden_t)
+        end = start
+    if dh.shape[1] < R:  # rows that never ran pass their final-state gradient through
+        dh = torch.cat([dh, grad_h[:, dh.shape[1] :]], dim=1)
+        dc = torch.cat([dc, grad_c[:, dc.shape[1] :]], dim=1)
+    return [torch.bmm(d_gates, w_input.transpose(1, 2)) if need[0] else None,
+            torch.bmm(x.transpose(1, 2), d_gates) if need[1] else None,
+            torch.bmm(h_prev.transpose(1, 2), d_gates) if need[2] else None,
+            d_gates.sum(1) if need[3] else None,
+            torch.bmm(m_all.transpose(1, 2), d_hraw) if need[4] else None,
+            dh if need[5] else None,
+            dc if need[6] else None]

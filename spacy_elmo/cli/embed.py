@@ -70,6 +70,9 @@ def embed_cli(
     window: int = typer.Option(WINDOW, "--window", help=(
         "Longer lines run as overlapping windows of this many tokens, with window/4 "
         "tokens of context either side (approximate LSTM layers; see the docs).")),
+    threads: Optional[int] = typer.Option(None, "--threads", help=(
+        "torch CPU threads of this process (default: torch's, OMP_NUM_THREADS or one per "
+        "core). Give 1 when running one process per core (--shard).")),
     precision: str = typer.Option("fp32", "--precision", help=(
         "fp32, or int8: the biLM's matrices as int8 on the CPU (faster, close to fp32; see "
         "the docs).")),
@@ -84,7 +87,8 @@ def embed_cli(
         n = embed_file(input_path, output_path, weights=weights, lang=lang, options=options,
                        weights_format=weights_format, layers=layers, batch_size=batch_size,
                        stateful=stateful, gpu_id=gpu_id, word_cache=word_cache, window=window,
-                       precision=precision, shard=shard, overwrite=overwrite)
+                       precision=precision, shard=shard, overwrite=overwrite,
+                       threads=threads)
     except ElmoError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -103,7 +107,8 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
                weights_format: str = "auto", layers: str = "all", batch_size: int = BATCH_SIZE,
                stateful: bool = False, gpu_id: int = -1, word_cache: int = WORD_CACHE,
                window: int = WINDOW, precision: str = "fp32", shard: Optional[str] = None,
-               overwrite: bool = False, progress: bool = True) -> int:
+               overwrite: bool = False, progress: bool = True,
+               threads: Optional[int] = None) -> int:
     """The `embed` command as a function; returns the number of lines written. Without
     `weights`, the biLM bundled for `lang`.
 
@@ -114,8 +119,10 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
     if layers not in LAYER_MODES:
         raise ElmoError(Errors.E012.format(value=layers, name="--layers",
                                            choices=list(LAYER_MODES)))
-    check_all({"--batch-size": batch_size, "--window": window, "--word-cache": word_cache},
-              {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0)},
+    check_all({"--batch-size": batch_size, "--window": window, "--word-cache": word_cache,
+               "--threads": threads},
+              {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0),
+               "--threads": integer(1, optional=True)},
               Errors.E020)
     part = parse_shard(shard) if shard is not None else shard_from_env()
     if part is not None and (stateful or str(input_path) == STDIN):
@@ -130,6 +137,8 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
                  overwrite=overwrite)
     device = select_device(gpu_id)
     check_precision(precision, device)
+    if threads is not None:
+        torch.set_num_threads(threads)
     if part is not None:
         settings = {"weights": weights, "options": options, "format": weights_format,
                     "lang": lang, "layers": layers, "window": window, "precision": precision,

@@ -30,7 +30,8 @@ def test_pretrain_benchmark_runs_every_path(tmp_path):
     out = tmp_path / "pretrain.md"
     text = bench.main(["--shapes", "tiny", "--threads", "1", "--rows", "4,8", "--window", "5",
                        "--vocab", "300", "--negatives", "32", "--repeats", "1",
-                       "--paths", "reference,fast", "--out", str(out)])
+                       "--paths", "reference,fast,fast-directions", "--out", str(out)])
     assert out.read_text(encoding="utf-8") == text
-    assert "| tiny | reference" in text and "| tiny | fast" in text
+    assert "| tiny | reference" in text and "| tiny | fast (" in text
+    assert "| tiny | fast + directions on two threads" in text
     assert "4x5" in text and "8x5" in text and "| LSTM |" in text

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import BiLM, BiLMOptions
+from spacy_elmo.bilm.directions import concurrent_directions
 from spacy_elmo.bilm.lm import BiLanguageModel
 from spacy_elmo.bilm.lstm import LSTMState
 from spacy_elmo.pretrain import precision as precision_module
@@ -46,9 +47,11 @@ def run_lstm(bilm, x, lengths, state, fused):
     return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads
 
 
+@pytest.mark.parametrize("directions", ["off", "on"])
 @pytest.mark.parametrize("clip", [True, False])
 @pytest.mark.parametrize("lengths", [[7, 7, 7], [7, 3, 7, 1, 5, 0]])
-def test_fused_backward_matches_autograd(clip, lengths):
+def test_fused_backward_matches_autograd(clip, lengths, directions):
+    """Stacked, and with each direction on its own thread (`directions` "on")."""
     options = OPTIONS if clip else BiLMOptions(**{**OPTIONS.__dict__, "cell_clip": None,
                                                   "proj_clip": None, "extra": {}})
     torch.manual_seed(0)
@@ -58,8 +61,9 @@ def test_fused_backward_matches_autograd(clip, lengths):
     L, P, H = options.n_layers, options.projection_dim, options.lstm_dim
     state = LSTMState(torch.randn(L, 2, rows, P), torch.randn(L, 2, rows, H))
     lengths_t = torch.tensor(lengths)
-    ref_out, ref_grads = run_lstm(bilm, x, lengths_t, state, fused=False)
-    out, grads = run_lstm(bilm, x, lengths_t, state, fused=True)
+    with concurrent_directions(directions):
+        ref_out, ref_grads = run_lstm(bilm, x, lengths_t, state, fused=False)
+        out, grads = run_lstm(bilm, x, lengths_t, state, fused=True)
     for a, b in zip(ref_out, out, strict=True):
         assert torch.equal(a, b)  # the same forward, op for op
     for a, b in zip(ref_grads, grads, strict=True):
