@@ -35,3 +35,18 @@ def test_pretrain_benchmark_runs_every_path(tmp_path):
     assert "| tiny | reference" in text and "| tiny | fast (" in text
     assert "| tiny | fast + directions on two threads" in text
     assert "4x5" in text and "8x5" in text and "| LSTM |" in text
+
+
+def test_shard_benchmark_runs_and_compares_outputs(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "bench_embed_shards", BENCH.parent / "bench_embed_shards.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "shards.md"
+    text = bench.main(["--lines", "6", "--shapes", "small", "--repeats", "1",
+                       "--output", str(out)])
+    assert out.read_text(encoding="utf-8") == text
+    row = next(line for line in text.splitlines() if line.startswith("| small |"))
+    difference = row.rstrip(" |").split("|")[-1].split("/")
+    assert all(float(d) < 1e-4 for d in difference)  # the same vectors, every way

@@ -221,3 +221,16 @@ def test_python_m_help():
                             cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr
     assert "embed" in result.stdout and "info" in result.stdout
+
+
+def test_threads_sets_torch_threads_and_is_checked(tmp_path, tiny_weights_dir, monkeypatch):
+    text = write_text(tmp_path / "in.txt", ["a b"])
+    seen = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    invoke("embed", text, tmp_path / "out.hdf5", "--weights", tiny_weights_dir,
+           "--threads", 3)
+    assert seen == [3] and (tmp_path / "out.hdf5").exists()
+    result = runner.invoke(app, ["embed", str(text), str(tmp_path / "o.hdf5"), "--weights",
+                                 str(tiny_weights_dir), "--threads", "0"])
+    assert result.exit_code == 1 and "E020" in result.output and "--threads" in result.output
+    assert not (tmp_path / "o.hdf5").exists()

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import StatefulBiLM, batch_to_ids, load_bilm
+from spacy_elmo.bilm.directions import concurrent_directions
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +20,12 @@ def _expected(fixture_dir, k, i):
     return np.concatenate([data[0], data[1]], axis=-1)
 
 
-def test_top_layer_stateful_matches_reference(fixture_bilm, fixture_dir, fixture_sentences):
+@pytest.mark.parametrize("directions", ["off", "on"])
+def test_top_layer_stateful_matches_reference(fixture_bilm, fixture_dir, fixture_sentences,
+                                              directions):
+    """Stacked directions, and each on its own thread."""
     runner = StatefulBiLM(fixture_bilm)
-    with torch.inference_mode():
+    with torch.inference_mode(), concurrent_directions(directions):
         for i in range(10):
             batch = [fixture_sentences[k][i].split() for k in range(3)]
             out = runner(batch_to_ids(batch))
