@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional, Tuple, TypeVar
 
@@ -112,6 +112,7 @@ class _Workers:
 
             futures = [worker.submit(in_callers_modes(call))
                        for worker, call in zip(self.workers, calls, strict=True)]
+            wait(futures)  # both finish before either's error is raised
             return [f.result() for f in futures]
 
     def _set_threads(self, threads: int) -> None:
