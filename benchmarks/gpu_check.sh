@@ -3,7 +3,9 @@
 #   1. the fixture and component tests on the GPU,
 #   2. a 50-step `spacy train --gpu-id 0` of configs/ner_textcat_elmo.cfg on a toy corpus,
 #   3. biLM embedding throughput on GPU vs CPU,
-#   4. GPU pretraining tokens/s (fused vs autograd LSTM backward, fp32 vs bf16, 64 and 512 rows).
+#   4. GPU pretraining tokens/s (fused vs autograd LSTM backward, fp32 vs bf16, 64 and 512 rows),
+#   5. fp16/bf16 inference against fp32 (tokens/s, error per layer; benchmarks/bench_half.py),
+#   6. sharded `embed` on the GPU under torchrun against one process (time, same vectors).
 # Usage: bash benchmarks/gpu_check.sh  (from the repository root; installs CuPy if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,3 +94,31 @@ name, prec, rows = sys.argv[2].split()
 print(f"| {name} {prec} | {rows} | {sum(speeds) / len(speeds):,.0f} |")
 PY
 done
+echo "== 5. fp16 / bf16 inference against fp32 (autocast; random weights)"
+python benchmarks/bench_half.py --device cuda --shapes small,original
+echo "== 6. sharded embed on the GPU (torchrun, 1 process a GPU) against one process"
+python - "$tmp" <<'PY'
+import json, sys
+from pathlib import Path
+groups = json.loads(Path("tests/fixtures/allennlp_elmo/sentences.json").read_text())
+lines = [s for g in groups for s in g] * 100
+Path(sys.argv[1], "embed.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+PY
+gpus=$(python -c "import torch; print(torch.cuda.device_count())")
+start=$(date +%s.%N)
+python -m spacy_elmo embed "$tmp/embed.txt" "$tmp/one.hdf5" --gpu-id 0 > /dev/null 2>&1
+mid=$(date +%s.%N)
+torchrun --nproc-per-node "$gpus" -m spacy_elmo embed "$tmp/embed.txt" "$tmp/sharded.hdf5" \
+  --gpu-id 0 > /dev/null 2>&1
+end=$(date +%s.%N)
+python - "$tmp" "$start" "$mid" "$end" "$gpus" <<'PY'
+import sys
+import h5py
+import numpy as np
+tmp, start, mid, end, gpus = sys.argv[1], *map(float, sys.argv[2:5]), sys.argv[5]
+with h5py.File(f"{tmp}/one.hdf5") as a, h5py.File(f"{tmp}/sharded.hdf5") as b:
+    names = [k for k in a if k != "sentence_to_index"]
+    diff = max(float(np.abs(a[k][...] - b[k][...]).max()) for k in names if a[k].size)
+print(f"| one process | {mid - start:.1f} s | torchrun x {gpus} | {end - mid:.1f} s | "
+      f"{len(names)} lines, max abs difference {diff:.2g} |")
+PY

@@ -50,3 +50,14 @@ def test_shard_benchmark_runs_and_compares_outputs(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| small |"))
     difference = row.rstrip(" |").split("|")[-1].split("/")
     assert all(float(d) < 1e-4 for d in difference)  # the same vectors, every way
+
+
+def test_half_precision_benchmark_runs_on_cpu():
+    spec = importlib.util.spec_from_file_location("bench_half", BENCH.parent / "bench_half.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = bench.main(["--device", "cpu", "--shapes", "tiny", "--sentences", "8"])
+    row = next(line for line in text.splitlines() if line.startswith("| tiny | bf16 |"))
+    cosines = [float(cell.split("/")[1]) for cell in row.split("|")[-2].split(";")]
+    assert len(cosines) == 3 and min(cosines) > 0.99  # close to fp32, every layer
