@@ -1,6 +1,8 @@
 import json
+import multiprocessing
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see README)
 
@@ -60,3 +62,18 @@ def toy_corpus(tmp_path_factory) -> Path:
     DocBin(docs=toy_docs(nlp, 24)).to_disk(out / "train.spacy")
     DocBin(docs=toy_docs(nlp, 8, seed=1)).to_disk(out / "dev.spacy")
     return out
+
+
+def in_forked_child(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """fn()'s result, computed in a forked child; the test fails (instead of hanging) when
+    the child is still running after `timeout` seconds."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=lambda: queue.put(fn()))
+    child.start()
+    child.join(timeout)
+    if child.is_alive():
+        child.kill()
+        pytest.fail(f"{what} hung in a forked child")
+    assert child.exitcode == 0
+    return queue.get(timeout=5)

@@ -6,7 +6,6 @@ last bit differently from a batch of two); int8 products are per direction eithe
 there the outputs are equal.
 """
 
-import multiprocessing
 import threading
 
 import pytest
@@ -23,6 +22,8 @@ from spacy_elmo.bilm.directions import (
 from spacy_elmo.bilm.lstm import LSTMState
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.tiny import make_random_bilm
+
+from ..conftest import in_forked_child
 
 CPU = torch.device("cpu")
 
@@ -148,23 +149,12 @@ def test_training_matches_the_stacked_run(bilm):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5 * float(a.abs().max()))
 
 
-def _child_runs_directions(queue):
-    with concurrent_directions("on"):
-        queue.put(run_directions(lambda dirs: dirs.start, CPU))
-
-
 def test_a_forked_child_gets_workers_of_its_own():
     """Threads don't survive a fork: a child of a process that used the workers makes
     its own instead of waiting on the parent's."""
+    def directions():
+        return run_directions(lambda dirs: dirs.start, CPU)
+
     with concurrent_directions("on"):
-        assert run_directions(lambda dirs: dirs.start, CPU) == [0, 1]
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_child_runs_directions, args=(queue,))
-    child.start()
-    child.join(60)
-    if child.is_alive():
-        child.kill()
-        pytest.fail("the forked child hung on the parent's worker threads")
-    assert child.exitcode == 0
-    assert queue.get(timeout=5) == [0, 1]
+        assert directions() == [0, 1]
+        assert in_forked_child(directions, 60, "run_directions") == [0, 1]
