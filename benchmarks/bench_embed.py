@@ -28,13 +28,13 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
+from typing import Dict, List, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
+from spacy_elmo.experiments.timing import best_time  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
@@ -70,15 +70,6 @@ def lstm_flops_per_step(o: BiLMOptions) -> int:
     """FLOPs of one timestep, both directions, all layers."""
     P, H = o.projection_dim, o.lstm_dim
     return 2 * o.n_layers * 2 * (2 * P * 4 * H + H * P)
-
-
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def matmul_rate(rows: int, inner: int, cols: int, repeats: int) -> float:

@@ -38,6 +38,7 @@ from spacy.training import Example  # noqa: E402
 from spacy_elmo.bilm import BiLM, batch_to_ids, load_bilm, preset, save_bilm  # noqa: E402
 from spacy_elmo.bilm.directions import concurrent_directions  # noqa: E402
 from spacy_elmo.bilm.int8 import Int8Matmul  # noqa: E402
+from spacy_elmo.experiments.timing import best_time  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_flags, cpu_model  # noqa: E402
 
@@ -52,21 +53,12 @@ def fixture_sentences() -> List[List[str]]:
     return [s.split() for group in groups for s in group]
 
 
-def best(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def matmul_rates(repeats: int) -> Dict[str, float]:
     """fp32 GFLOP/s and int8 (dynamic, as the biLM runs it) GOP/s of a 1024^3 product."""
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024) * 0.05
     int8 = Int8Matmul(b)
-    return {"fp32": 2 * 1024 ** 3 / best(lambda: a @ b, repeats) / 1e9,
-            "int8": 2 * 1024 ** 3 / best(lambda: int8(a), repeats) / 1e9}
+    return {"fp32": 2 * 1024 ** 3 / best_time(lambda: a @ b, repeats) / 1e9,
+            "int8": 2 * 1024 ** 3 / best_time(lambda: int8(a), repeats) / 1e9}
 
 
 def layers(bilm: BiLM, ids: torch.Tensor) -> torch.Tensor:
@@ -99,7 +91,7 @@ def tokens_per_second(bilm: BiLM, sentences: List[List[str]], batch: int, repeat
     n_tokens = sum(len(s) for s in sentences)
     with torch.inference_mode():
         bilm(chunks[0])  # warm-up (and the int8 copies)
-        return n_tokens / best(lambda: [bilm(c) for c in chunks], repeats)
+        return n_tokens / best_time(lambda: [bilm(c) for c in chunks], repeats)
 
 
 def elmo_nlp(weights: Path, precision: str, pipes: Sequence[str] = ()) -> Language:

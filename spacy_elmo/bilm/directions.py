@@ -18,7 +18,7 @@ import queue
 import threading
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
-from typing import Callable, Iterator, List, Optional, Tuple, TypeVar
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar, cast
 
 import torch
 
@@ -52,8 +52,9 @@ def concurrent_directions(mode: str) -> Iterator[None]:
 
 
 def use_concurrent(device: torch.device) -> bool:
-    """Whether the directions of a layer on `device` run on two threads now."""
-    if device.type != "cpu" or _mode == "off":
+    """Whether the directions of a layer on `device` run on two threads now. Never under
+    autocast: it is set per thread, and the workers would run without it."""
+    if device.type != "cpu" or _mode == "off" or torch.is_autocast_enabled(device.type):
         return False
     return _mode == "on" or torch.get_num_threads() >= 2
 
@@ -65,6 +66,15 @@ def run_directions(fn: Callable[[slice], T], device: torch.device) -> List[T]:
     if not use_concurrent(device):
         return [fn(BOTH)]
     return _workers().run([lambda: fn(EACH[0]), lambda: fn(EACH[1])])
+
+
+def joined(parts: Sequence[Sequence[Optional[torch.Tensor]]]) -> List[Optional[torch.Tensor]]:
+    """`run_directions`' results as one: each direction's tensors concatenated on the first
+    axis (None stays None); a stacked run's own, uncopied."""
+    if len(parts) == 1:
+        return list(parts[0])
+    return [None if pair[0] is None else torch.cat(cast(List[torch.Tensor], pair))
+            for pair in zip(*parts, strict=True)]
 
 
 class _Worker:

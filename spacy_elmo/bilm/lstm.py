@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import torch
 from torch import nn
 
-from .directions import BOTH, run_directions
+from .directions import BOTH, joined, run_directions
 from .int8 import DirectionPair
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
@@ -96,12 +96,12 @@ class ProjectedLSTMLayer(nn.Module):
                                     tuple(DirectionPair(w) for w in weights)))
         return self._int8[1]
 
-    def _products(self, dirs: slice, int8: bool) -> Tuple[Product, Recurrence, Product]:
+    def _products(self, dirs: slice, pairs: Optional[Tuple[DirectionPair, ...]]
+                  ) -> Tuple[Product, Recurrence, Product]:
         """The input product, the recurrent step (input gates + h @ W_hidden) and the
-        projection of the directions `dirs`: through int8 copies, or fp32 batched matmuls
-        (the recurrent step one baddbmm, op for op as in `lstm_fused`)."""
-        if int8:
-            pairs = self._int8_pairs()
+        projection of the directions `dirs`: through the int8 copies `pairs`, or (None) fp32
+        batched matmuls (the recurrent step one baddbmm, op for op as in `lstm_fused`)."""
+        if pairs is not None:
             project_input, recur, project = (
                 pairs if dirs == BOTH else tuple(p.directions[dirs.start] for p in pairs))
             return project_input, lambda gates, h: gates + recur(h), project
@@ -121,26 +121,21 @@ class ProjectedLSTMLayer(nn.Module):
         Returns the outputs packed alike (2, sum(batch_sizes), proj) and the final (h, c),
         each row's taken after its own last step."""
         sizes = [n for n in batch_sizes if n > 0]
-        autocast = torch.is_autocast_enabled(x.device.type)
-        if self.fused_backward and sizes and torch.is_grad_enabled() and not autocast:
+        if (self.fused_backward and sizes and torch.is_grad_enabled()
+                and not torch.is_autocast_enabled(x.device.type)):
             return fused_lstm_layer(x, self.w_input, self.w_hidden,
                                     self.bias + self.forget_bias, self.w_proj, h0, c0, sizes,
                                     self.cell_clip, self.proj_clip, self.projection_rows)
+        # the int8 copies made here, not by both directions' threads at once
         int8 = self.precision == "int8" and not torch.is_grad_enabled()
-        if int8:
-            self._int8_pairs()  # made here, not by both directions' threads at once
+        pairs = self._int8_pairs() if int8 else None
         bias = self.bias + self.forget_bias
 
         def run(dirs: slice) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return self._run(x[dirs], sizes, h0[dirs], c0[dirs], bias[dirs, None, :],
-                             self._products(dirs, int8))
+                             self._products(dirs, pairs))
 
-        if autocast:  # autocast is per thread: the directions stay on this one
-            return run(BOTH)
-        parts = run_directions(run, x.device)
-        if len(parts) == 1:
-            return parts[0]
-        out, h, c = (torch.cat(pair) for pair in zip(*parts, strict=True))
+        out, h, c = cast(List[torch.Tensor], joined(run_directions(run, x.device)))
         return out, h, c
 
     def _run(self, x: torch.Tensor, sizes: List[int], h0: torch.Tensor, c0: torch.Tensor,

@@ -16,7 +16,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
 import torch
 
-from .directions import run_directions
+from .directions import joined, run_directions
 
 
 def fused_lstm_layer(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
@@ -69,8 +69,7 @@ class _FusedLSTM(torch.autograd.Function):
             return _forward(x[d], w_input[d], w_hidden[d], bias[d], w_proj[d], h0[d], c0[d],
                             out[d], saved.part(d), sizes, (cell_clip, proj_clip), group_rows)
 
-        parts = run_directions(run, x.device)
-        final_h, final_c = (torch.cat(pair) for pair in zip(*parts, strict=True))
+        final_h, final_c = cast(List[torch.Tensor], joined(run_directions(run, x.device)))
         ctx.sizes = sizes
         ctx.clips = (cell_clip, proj_clip)
         ctx.n_rows = h0.shape[1]
@@ -94,10 +93,7 @@ class _FusedLSTM(torch.autograd.Function):
                              grad_out[d], grad_h[d], grad_c[d], ctx.sizes, ctx.clips,
                              ctx.n_rows, need)
 
-        parts = run_directions(run, x.device)
-        grads = [None if pair[0] is None else torch.cat(cast(List[torch.Tensor], pair))
-                 for pair in zip(*parts, strict=True)]
-        return (*grads, None, None, None, None)
+        return (*joined(run_directions(run, x.device)), None, None, None, None)
 
 
 class _Saved(NamedTuple):
