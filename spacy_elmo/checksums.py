@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Dict
 
+import numpy as np
 import torch
 
 # The values a checksum is stored under end so; the content checksum leaves them out.
@@ -87,3 +88,24 @@ def tensors_sha256(data: Any) -> str:
 
     walk(data, "")
     return digest.hexdigest()
+
+
+class ArraysDigest:
+    """SHA-256 over named arrays and texts fed one by one, each with its name, dtype and
+    shape (an embed shard's `data_sha256`: its datasets in line order, then its index)."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def add(self, name: str, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        _leaf(self._digest, name)
+        self._digest.update(f"A{array.dtype.str}{array.shape};".encode())
+        self._digest.update(array.reshape(-1).view(np.uint8).data)
+
+    def add_text(self, name: str, text: str) -> None:
+        _leaf(self._digest, name)
+        _leaf(self._digest, text)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()

@@ -360,8 +360,8 @@ class Errors(metaclass=Catalogue):
     E154 = ("Sharded embed needs INPUT as a file that every shard can read, but '{input}' is "
             "standard input or a pipe (and --stateful reads lines in order): write it to a "
             "file first, or run without --shard.")
-    E155 = ("'{path}' is a shard file made from another INPUT or other settings (or is "
-            "damaged). Pass --overwrite to make it again, or choose another OUTPUT.")
+    E155 = ("'{path}' {why}. Pass --overwrite to make this shard again, or choose another "
+            "OUTPUT.")
     # Threads (E160-E164)
     E160 = ("Unknown mode {mode!r} for running the LSTM directions concurrently; choose one "
             "of: {known} (\"auto\": on CPU when torch has two or more threads).")
@@ -416,3 +416,6 @@ class Warnings(metaclass=Catalogue):
             "Switch them on, e.g. --components.tok2vec.model.embed.include_static_vectors "
             "true (the CNN configs) or --components.<task>.model.tok2vec.features."
             "include_static_vectors true (the [features ; ELMo] configs).")
+    # Shards, corpora, runs and sizes (W025-W029)
+    W025 = ("'{path}' is damaged ({detail}): {action}. A shard file is made whole or not at "
+            "all, so the disk or a copy changed it; check the storage if this repeats.")

@@ -1,10 +1,14 @@
-"""What changes when a parameter changes: the key that caches of computed values compare."""
+"""What changes when a parameter changes: the key that caches of computed values compare
+within a process (`weights_stamp`), and the digest of the weights' content that files made
+from them record across processes (`content_digest`)."""
 
 from __future__ import annotations
 
-from typing import Iterable, Tuple
+from typing import Any, Iterable, Tuple
 
 import torch
+
+from ..checksums import content_sha256
 
 
 def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
@@ -15,3 +19,11 @@ def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
     version counter; for them the stamp sees replacement, moves and casts only."""
     return tuple((p.data_ptr(), None if p.is_inference() else p._version, p.dtype, p.device)
                  for p in parameters)
+
+
+def content_digest(module: torch.nn.Module, extra: Any = None) -> str:
+    """A SHA-256 of what `module` computes with: every tensor of its state (parameters and
+    buffers, by name, dtype, shape and bytes) and `extra` (settings that are no tensor, such
+    as a biLM's options). The same weights give the same digest wherever they were loaded
+    from; any changed value gives another (the key of embed's shard files)."""
+    return content_sha256({"state": dict(module.state_dict()), "extra": extra})

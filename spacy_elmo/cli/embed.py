@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -17,21 +17,27 @@ from wasabi import msg
 
 from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.int8 import check_precision
+from ..bilm.model import BiLM
+from ..bilm.stamp import content_digest
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
-from ..errors import ElmoError, Errors
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import PathLike, Terminated, guard_output
 from ..validation import check_all, integer
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import STDIN, count_lines, read_lines, write_embeddings
 from .embed_shards import (
+    DAMAGED,
+    DONE,
+    MISSING,
+    OTHER,
+    UNREADABLE,
     Shard,
-    finished,
     numbered,
     parse_shard,
     shard_from_env,
     shard_path,
-    shards_done,
+    shard_state,
     signature,
     write_index,
     write_shard,
@@ -96,9 +102,7 @@ def embed_cli(
     except Terminated as err:
         fail(Errors.E029.format(signal=signal.Signals(err.signum).name, output=output_path),
              code=128 + err.signum)
-    if shard is not None or shard_from_env() is not None:
-        msg.good(f"Wrote {n} sentence(s) to this shard's file.")
-    else:
+    if shard is None and shard_from_env() is None:  # a shard says what it did itself
         msg.good(f"Wrote {n} sentence(s) to '{output_path}'.")
 
 
@@ -139,15 +143,16 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
     check_precision(precision, device)
     if threads is not None:
         torch.set_num_threads(threads)
-    if part is not None:
-        settings = {"weights": weights, "options": options, "format": weights_format,
-                    "lang": lang, "layers": layers, "window": window, "precision": precision,
-                    "shards": part.count}
+    bilm = load_bilm(weights, options, format=weights_format, lang=lang)
+    if part is not None:  # the shard's key: the input, the settings and the weights' content
+        settings = {"bilm": content_digest(bilm, _bilm_settings(bilm)), "layers": layers,
+                    "window": window, "precision": precision, "shards": part.count}
         sig = signature(Path(input_path), settings)
-        if _shard_done(shard_path(Path(output_path), part), sig, overwrite):
+        if _keep_shard(shard_path(Path(output_path), part), part, sig, overwrite):
             _finish_shards(Path(output_path), part, sig)
             return 0
-    bilm = load_bilm(weights, options, format=weights_format, lang=lang).to(device)
+        Path(output_path).unlink(missing_ok=True)  # an index of earlier shards (--overwrite)
+    bilm = bilm.to(device)
     bilm.set_precision(precision)
     embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
                         window=window, word_cache=word_cache)
@@ -160,6 +165,8 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
         if progress:
             shard_items = tqdm(shard_items, unit="line", file=sys.stderr)
         n = write_shard(shard_path(Path(output_path), part), shard_items, sig, total)
+        msg.good(f"Wrote {n} sentence(s) to '{shard_path(Path(output_path), part)}' "
+                 f"(shard {part}).")
         _finish_shards(Path(output_path), part, sig)
         return n
     for_model, for_index = itertools.tee(lines)
@@ -170,29 +177,63 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
     return write_embeddings(output_path, items)
 
 
-def _shard_done(path: Path, sig: str, overwrite: bool) -> bool:
-    """Whether this shard's file is finished (made from the same input and settings); one
-    made from others is made again only with `overwrite` (E155)."""
-    try:
-        return finished(path, sig)
-    except ElmoError:
-        if overwrite:
-            return False
-        raise
+def _bilm_settings(bilm: BiLM) -> Dict[str, Any]:
+    """What a biLM computes with besides its tensors: its options and dictionary."""
+    return {"options": bilm.options.to_json_dict(),
+            "dictionary": None if bilm.dictionary is None else bilm.dictionary.to_dict()}
+
+
+def _keep_shard(path: Path, part: Shard, sig: str, overwrite: bool) -> bool:
+    """Whether this shard's file is finished: made from the same input, settings and
+    weights, its data intact. With `overwrite` it is made again in any case; a damaged one
+    is made again (W025); one of another signature, or no shard file, is E155."""
+    state, detail = (MISSING, "") if overwrite else shard_state(path, sig)
+    if state == DONE:
+        msg.info(f"Shard {part} is done already (same INPUT, settings and weights): kept "
+                 f"'{path}'. Pass --overwrite to make it again.")
+        return True
+    if state == DAMAGED:
+        warn(Warnings.W025.format(path=path, detail=detail, action="making it again"))
+    elif state != MISSING:
+        why = (_OTHER if state == OTHER
+               else f"cannot be read as a shard file ({detail}): it is damaged or no shard")
+        raise ElmoError(Errors.E155.format(path=path, why=why))
+    return False
+
+
+_OTHER = "was made from another INPUT, other settings or other weights"
 
 
 def _finish_shards(output: Path, part: Shard, sig: str) -> None:
-    """Write OUTPUT's index once every shard is finished (the last one to finish does)."""
-    done = shards_done(output, part.count, sig)
-    if len(done) == part.count:
+    """Write OUTPUT's index once every shard is finished (the last one to finish does);
+    shard files of another signature or damaged ones keep it from being written, and say
+    which shards to run again."""
+    paths = [shard_path(output, Shard(i, part.count)) for i in range(part.count)]
+    states = [shard_state(path, sig, verify=False)[0] for path in paths]
+    if all(state == DONE for state in states):  # read them all once, for the index
+        states = [shard_state(path, sig)[0] for path in paths]
+        for path, state in zip(paths, states, strict=True):
+            if state == DAMAGED:
+                warn(Warnings.W025.format(path=path, detail="its data do not match the "
+                                          "checksum written with it", action="not indexed"))
+    if all(state == DONE for state in states):
         n = write_index(output, part.count)
         msg.good(f"All {part.count} shards done: '{output}' indexes {n} line(s).")
-    else:
-        missing = sorted(set(range(part.count)) - set(done))
-        msg.info(f"Shard {part} done; {len(done)} of {part.count} finished. '{output}' is "
-                 f"written when the last finishes (still missing: "
-                 f"{', '.join(f'{i}/{part.count}' for i in missing[:10])}"
-                 f"{' ...' if len(missing) > 10 else ''}).")
+        return
+    labels = {MISSING: "still missing",
+              OTHER: "made from another INPUT, other settings or other weights (run them "
+                     "again with --overwrite)",
+              DAMAGED: "damaged (run them again)",
+              UNREADABLE: "not readable as shard files (run them again with --overwrite)"}
+    parts = []
+    for state, what in labels.items():
+        shards = [f"{i}/{part.count}" for i, s in enumerate(states) if s == state]
+        if shards:
+            parts.append(f"{what}: {', '.join(shards[:10])}"
+                         f"{' ...' if len(shards) > 10 else ''}")
+    done = states.count(DONE)
+    msg.info(f"Shard {part} done; {done} of {part.count} finished. '{output}' is written "
+             f"when the last finishes ({'; '.join(parts)}).")
 
 
 def select_device(gpu_id: int) -> torch.device:

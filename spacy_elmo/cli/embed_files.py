@@ -95,9 +95,10 @@ def write_embeddings(path: PathLike, items: Iterable[Tuple[str, np.ndarray]]) ->
 
 
 def write_datasets(path: PathLike, items: Iterable[Tuple[str, str, np.ndarray]],
-                   attrs: Optional[Callable[[], Dict[str, Any]]] = None) -> int:
+                   attrs: Optional[Callable[[str], Dict[str, Any]]] = None) -> int:
     """`write_embeddings` with the dataset names given: (name, sentence, array) items; the
-    file's attributes from `attrs()`, called once the items are exhausted."""
+    file's attributes from `attrs(index)` (the `sentence_to_index` text), called once the
+    items are exhausted."""
     path = Path(path)
     if path.is_dir():
         raise ElmoError(Errors.E009.format(path=path, err="it is a directory"))
@@ -110,9 +111,10 @@ def write_datasets(path: PathLike, items: Iterable[Tuple[str, str, np.ndarray]],
                 out.check()
                 index[sentence] = name
                 n += 1
+            text = json.dumps(index)
             data = out.file.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
-            data[0] = json.dumps(index)
-            out.file.attrs.update(attrs() if attrs is not None else {})
+            data[0] = text
+            out.file.attrs.update(attrs(text) if attrs is not None else {})
     except OSError as err:
         raise ElmoError(Errors.E009.format(path=path, err=err)) from err
     return n

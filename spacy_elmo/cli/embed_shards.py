@@ -4,10 +4,14 @@ Shard i of N takes the lines whose 0-based number is i modulo N and writes them,
 line numbers, to `OUTPUT.shard-<i>-of-<N>.hdf5` (written whole or not at all). The process
 that finishes the last shard writes OUTPUT: an index whose datasets are h5py virtual
 datasets into the shard files (same names and `sentence_to_index` as a single-process run),
-so it opens as one file while the shards lie beside it. A shard file made with the same
-input and settings is kept: after a failure, the same command reruns only the shards that
-are missing. The shard comes from `--shard i/N` (Slurm arrays, Ray or Spark tasks, plain
-shell loops), or from torchrun's RANK and WORLD_SIZE.
+so it opens as one file while the shards lie beside it; a shard file gone later reads as
+NaN, never as zeros. Each shard file records its signature (the input file, the settings
+that change the vectors, and the digest of the biLM weights' content) and a SHA-256 of its
+data. One of the same signature whose data verify is kept, so after a failure the same
+command reruns only the shards that are missing; a damaged one is made again, and one of
+another signature only with --overwrite (which makes the shard again in any case). The
+shard comes from `--shard i/N` (Slurm arrays, Ray or Spark tasks, plain shell loops), or
+from torchrun's RANK and WORLD_SIZE.
 """
 
 from __future__ import annotations
@@ -24,12 +28,17 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import h5py
 import numpy as np
 
-from ..errors import ElmoError, Errors
+from ..checksums import ArraysDigest
+from ..errors import ElmoError, Errors, first_line
 from ..files import atomic_write
 from .embed_files import SENTENCE_INDEX, write_datasets
 
-SIGNATURE = "signature"  # attribute of a shard file: the input and settings it was made from
+SIGNATURE = "signature"  # attribute of a shard file: its input, settings and weights
 N_LINES = "n_lines"  # attribute of a shard file: the lines INPUT has in all
+DATA_CHECKSUM = "data_sha256"  # attribute of a shard file: over its datasets and index
+# What a shard file is found to be (`shard_state`)
+MISSING, DONE, OTHER, DAMAGED, UNREADABLE = ("missing", "done", "other", "damaged",
+                                             "unreadable")
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ def shard_path(output: Path, shard: Shard) -> Path:
 
 def signature(input_path: Path, settings: Dict[str, Any]) -> str:
     """What a shard's vectors depend on: the input file (path, size, modification time) and
-    the settings that change the vectors."""
+    the settings that change the vectors, the biLM's content digest among them."""
     st = input_path.stat()
     if not stat.S_ISREG(st.st_mode):
         raise ElmoError(Errors.E154.format(input=input_path))
@@ -76,19 +85,39 @@ def signature(input_path: Path, settings: Dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def finished(path: Path, sig: str) -> bool:
-    """Whether `path` is a shard file made from the same input and settings (E155 when it
-    is one made from others)."""
+def shard_state(path: Path, sig: str, *, verify: bool = True) -> Tuple[str, str]:
+    """What the shard file at `path` is, and a detail: MISSING; UNREADABLE (h5py cannot open
+    it or its attributes); OTHER (made from another input, other settings or other weights
+    than `sig`); DAMAGED (its data do not match the checksum written with it; checked only
+    with `verify`, which reads them all); else DONE."""
     if not path.exists():
-        return False
+        return MISSING, ""
     try:
         with h5py.File(path, "r") as f:
             found = f.attrs.get(SIGNATURE)
-    except OSError:
-        found = None
-    if found != sig:
-        raise ElmoError(Errors.E155.format(path=path))
-    return True
+            recorded = f.attrs.get(DATA_CHECKSUM)
+            if found != sig:
+                return OTHER, ""
+            if not verify:
+                return DONE, ""
+            try:
+                if recorded is None or _data_checksum(f) != recorded:
+                    return DAMAGED, "its data do not match the checksum written with it"
+            except (OSError, KeyError, ValueError, RuntimeError) as err:
+                return DAMAGED, first_line(err)
+    except (OSError, KeyError, ValueError, RuntimeError) as err:
+        return UNREADABLE, first_line(err)
+    return DONE, ""
+
+
+def _data_checksum(f: h5py.File) -> str:
+    """The checksum of a shard file: its datasets in line order, then its index."""
+    digest = ArraysDigest()
+    for name in sorted((n for n in f if n != SENTENCE_INDEX), key=int):
+        digest.add(name, f[name][()])
+    text = f[SENTENCE_INDEX][0]
+    digest.add_text(SENTENCE_INDEX, text.decode("utf-8") if isinstance(text, bytes) else text)
+    return digest.hexdigest()
 
 
 def numbered(lines: Iterable[str], shard: Shard, total: List[int]) -> Iterator[Tuple[int, str]]:
@@ -103,22 +132,26 @@ def numbered(lines: Iterable[str], shard: Shard, total: List[int]) -> Iterator[T
 def write_shard(path: Path, items: Iterable[Tuple[int, str, np.ndarray]], sig: str,
                 total: List[int]) -> int:
     """This shard's datasets, named by line number, with its own `sentence_to_index`, the
-    signature and the total line count; atomically. Returns the number written."""
-    def attrs() -> Dict[str, Any]:
-        return {SIGNATURE: sig, N_LINES: total[0]}
+    signature, the total line count and the checksum of its data; atomically. Returns the
+    number written."""
+    digest = ArraysDigest()
 
-    return write_datasets(path, ((str(k), s, a) for k, s, a in items), attrs)
+    def datasets() -> Iterator[Tuple[str, str, np.ndarray]]:
+        for k, sentence, array in items:
+            digest.add(str(k), array)
+            yield str(k), sentence, array
 
+    def attrs(index_text: str) -> Dict[str, Any]:
+        digest.add_text(SENTENCE_INDEX, index_text)
+        return {SIGNATURE: sig, N_LINES: total[0], DATA_CHECKSUM: digest.hexdigest()}
 
-def shards_done(output: Path, count: int, sig: str) -> List[int]:
-    """The shard indices whose files are finished."""
-    return [i for i in range(count) if finished(shard_path(output, Shard(i, count)), sig)]
+    return write_datasets(path, datasets(), attrs)
 
 
 def write_index(output: Path, count: int) -> int:
-    """OUTPUT: a virtual dataset per line into the shard files, and the merged
-    `sentence_to_index` (the last line of a repeated sentence, as one process writes it).
-    Returns the number of lines."""
+    """OUTPUT: a virtual dataset per line into the shard files (NaN where a shard file is
+    missing when read), and the merged `sentence_to_index` (the last line of a repeated
+    sentence, as one process writes it). Returns the number of lines."""
     sources: List[Tuple[str, Dict[str, Tuple[Tuple[int, ...], np.dtype]]]] = []
     index: Dict[str, int] = {}
     n_lines = 0
@@ -137,7 +170,7 @@ def write_index(output: Path, count: int) -> int:
             shape, dtype = shapes[str(k)]
             layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
             layout[...] = h5py.VirtualSource(name, str(k), shape=shape)  # beside OUTPUT
-            out.create_virtual_dataset(str(k), layout)
+            out.create_virtual_dataset(str(k), layout, fillvalue=np.nan)
         data = out.create_dataset(SENTENCE_INDEX, (1,), dtype=h5py.string_dtype())
         data[0] = json.dumps({s: str(k) for s, k in index.items()})
     return n_lines

@@ -134,3 +134,94 @@ def test_torchrun_shards_by_rank(tmp_path, tiny_weights_dir):
     assert sharded_index == index
     for name, array in single.items():
         np.testing.assert_allclose(sharded[name], array, rtol=0, atol=1e-6)
+
+
+def _weights(tmp_path, seed):
+    from spacy_elmo.bilm import save_bilm
+    from spacy_elmo.experiments.tiny import make_random_bilm
+
+    directory = tmp_path / "w"
+    save_bilm(make_random_bilm(seed=seed), directory)
+    return directory
+
+
+def _lines(n=6):
+    return [f"line {i} of the text ." for i in range(n)]
+
+
+def test_shards_are_keyed_by_the_content_of_the_weights_not_their_path(tmp_path, capsys):
+    """The same weights path, other weights (a run exported again): not one index of two
+    biLMs; --overwrite makes the shard again (it does not keep the stale one)."""
+    text, out = _input(tmp_path, _lines()), tmp_path / "out.h5"
+    weights = _weights(tmp_path, seed=0)
+    _embed(text, out, weights, shard="0/2")
+    weights = _weights(tmp_path, seed=1)  # replaced in place
+    assert _embed(text, out, weights, shard="1/2") == 3
+    assert not out.exists()
+    assert "again with --overwrite): 0/2" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(ElmoError, match=r"\[E155\].*other weights"):
+        _embed(text, out, weights, shard="0/2")
+    assert _embed(text, out, weights, shard="0/2", overwrite=True) == 3
+    assert "Wrote 3 sentence(s)" in capsys.readouterr().out
+    _embed(text, tmp_path / "single.h5", weights)
+    single, _ = _read(tmp_path / "single.h5")
+    sharded, _ = _read(out)
+    for name, array in single.items():
+        np.testing.assert_allclose(sharded[name], array, rtol=0, atol=1e-6)
+
+
+def test_a_kept_shard_says_so_and_overwrite_makes_it_again(tmp_path, tiny_weights_dir,
+                                                           capsys):
+    text, out = _input(tmp_path, _lines()), tmp_path / "out.h5"
+    _embed(text, out, tiny_weights_dir, shard="0/2")
+    capsys.readouterr()
+    assert _embed(text, out, tiny_weights_dir, shard="0/2") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "is done already" in said and "Wrote" not in said
+    assert _embed(text, out, tiny_weights_dir, shard="0/2", overwrite=True) == 3
+
+
+def _damage(path, name="0", n_bytes=400):
+    with h5py.File(path, "r") as f:
+        offset = f[name].id.get_offset()
+    data = bytearray(path.read_bytes())
+    for i in range(offset, offset + n_bytes):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_shard_is_found_by_its_checksum_and_made_again(tmp_path,
+                                                                 tiny_weights_dir):
+    text, out = _input(tmp_path, _lines()), tmp_path / "out.h5"
+    first = shard_path(out, parse_shard("0/2"))
+    _embed(text, out, tiny_weights_dir, shard="0/2")
+    good, _ = _read(first)
+    _damage(first)
+    assert not np.array_equal(_read(first)[0]["0"], good["0"])
+    with pytest.warns(UserWarning, match=r"\[W025\].*not indexed"):  # found by the last one
+        _embed(text, out, tiny_weights_dir, shard="1/2")
+    assert not out.exists()
+    with pytest.warns(UserWarning, match=r"\[W025\].*making it again"):
+        assert _embed(text, out, tiny_weights_dir, shard="0/2") == 3
+    sharded, _ = _read(out)
+    np.testing.assert_array_equal(sharded["0"], good["0"])
+
+
+def test_a_stale_index_is_removed_before_a_shard_is_made_again(tmp_path, tiny_weights_dir):
+    text, out = _input(tmp_path, _lines()), tmp_path / "out.h5"
+    for i in range(2):
+        _embed(text, out, tiny_weights_dir, shard=f"{i}/2")
+    assert out.exists()
+    _embed(text, out, tiny_weights_dir, shard="0/2", layers="top", overwrite=True)
+    assert not out.exists()  # it pointed at data of another layout; shard 1 is still "all"
+    _embed(text, out, tiny_weights_dir, shard="1/2", layers="top", overwrite=True)
+    assert all(array.ndim == 2 for array in _read(out)[0].values())
+
+
+def test_a_shard_file_gone_reads_as_nan_never_as_zeros(tmp_path, tiny_weights_dir):
+    text, out = _input(tmp_path, _lines()), tmp_path / "out.h5"
+    for i in range(2):
+        _embed(text, out, tiny_weights_dir, shard=f"{i}/2")
+    shard_path(out, parse_shard("1/2")).unlink()
+    sharded, _ = _read(out)
+    assert np.isnan(sharded["1"]).all() and np.isfinite(sharded["0"]).all()
