@@ -365,6 +365,16 @@ class Errors(metaclass=Catalogue):
     # Threads (E160-E164)
     E160 = ("Unknown mode {mode!r} for running the LSTM directions concurrently; choose one "
             "of: {known} (\"auto\": on CPU when torch has two or more threads).")
+    # Corpora, run directories, outputs and sizes (E165-E199)
+    E165 = ("An empty path was given as {what} text ({given!r}), e.g. an unset variable in "
+            "--train \"$CORPUS\": it would name the working directory and everything below "
+            "it. Give text files, globs or directories.")
+    E166 = ("'{path}' lies inside {what} '{where}': the files of a pretraining run or of a "
+            "biLM (vocab.txt, config.json, the export, snapshots) are never read as text. "
+            "Give text that lies outside it (copy a file out if it is text you mean).")
+    E167 = ("'{output}' would replace the {name} of the biLM in '{where}', which would "
+            "destroy it, even with --overwrite. Choose another file name (other files may be "
+            "written beside a biLM's weights.hdf5 and options.json).")
 
 
 class Warnings(metaclass=Catalogue):
@@ -409,7 +419,8 @@ class Warnings(metaclass=Catalogue):
     W017 = ("The lock '{lock}' was left by {holder}, which ended without releasing it "
             "(killed, or the machine went down): taking it over.")
     W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "
-            "(vocab.txt, snapshots, the export) are not read as training or dev text.")
+            "(vocab.txt, snapshots, the export), like those of any other run or biLM "
+            "directory there, are not read as training or dev text.")
     # Experiments and configs (W020-W024)
     W020 = ("Vectors are loaded ([initialize] vectors = {vectors!r}) but no layer reads them "
             "(include_static_vectors is false everywhere): the model trains without them. "
@@ -419,3 +430,5 @@ class Warnings(metaclass=Catalogue):
     # Shards, corpora, runs and sizes (W025-W029)
     W025 = ("'{path}' is damaged ({detail}): {action}. A shard file is made whole or not at "
             "all, so the disk or a copy changed it; check the storage if this repeats.")
+    W026 = ("{n} director(ies) inside the corpus {pattern!r} hold a pretraining run or a "
+            "biLM ({dirs}): their files are left out, never read as text.")

@@ -223,6 +223,7 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
     that is one of `inputs` by any name (same device and inode: hard and symbolic links) or
     lies inside an input directory (a model), or inside the pretraining run an input lies in
     (RUN/model, a snapshot, RUN/checkpoint.pt: the whole run), even with `overwrite` (E025);
+    an output inside any run or export, or over a biLM's weights or options (E073, E167);
     a directory, or a path whose parent is a file (E009); an existing file, or a link to
     none, unless `overwrite` (E026)."""
     if str(output) == STDOUT:
@@ -254,17 +255,39 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
 
 # the files of a biLM in the published layout: a directory holding both is a model
 MODEL_FILES = ("weights.hdf5", "options.json")
+# what `spacy-elmo export` writes beside them (pretrain.export's SOFTMAX_NAME): an export
+EXPORT_MARK = "softmax.hdf5"
 
 
 def _refuse_model_or_run(path: Path) -> None:
     """E073 for an output inside a pretraining run (only `pretrain` and `export` write
-    there, under the run's lock) or inside a biLM's directory (weights.hdf5 + options.json)."""
+    there, under the run's lock) or inside an exported biLM (weights.hdf5, options.json and
+    softmax.hdf5: an export is replaced whole); E167 for one that would replace the
+    weights.hdf5 or options.json of a biLM. Other files beside a biLM's two (the folder
+    a downloaded biLM is kept in) may be written."""
     run = enclosing_run(path)
     if run is not None:
         raise ElmoError(Errors.E073.format(output=path, what="the pretraining run", where=run))
     parent = path.resolve().parent
     if all((parent / name).is_file() for name in MODEL_FILES):
-        raise ElmoError(Errors.E073.format(output=path, what="the biLM directory", where=parent))
+        if (parent / EXPORT_MARK).is_file():
+            raise ElmoError(Errors.E073.format(output=path, what="the exported biLM",
+                                               where=parent))
+        if path.name in MODEL_FILES:
+            raise ElmoError(Errors.E167.format(output=path, name=path.name, where=parent))
+
+
+def model_or_run(directory: Path) -> Optional[str]:
+    """What `directory` is when its files are a model's or a run's, never text to read: "a
+    pretraining run" (its checkpoint; from its start, its lock beside its config.json or
+    vocab.txt) or "a biLM directory" (weights.hdf5: an export, a snapshot, a published
+    biLM); None for any other directory."""
+    if (directory / RUN_CHECKPOINT).is_file() or ((directory / LOCK_NAME).is_file() and any(
+            (directory / name).is_file() for name in ("config.json", "vocab.txt"))):
+        return "a pretraining run"
+    if (directory / MODEL_FILES[0]).is_file():
+        return "a biLM directory"
+    return None
 
 
 def enclosing_run(path: Path) -> Optional[Path]:

@@ -87,3 +87,45 @@ def test_the_same_commands_write_where_they_may(run, tmp_path):
         assert status == 0, (args, output)
     status, output = _invoke("init-pretrain-config", "-")
     assert status == 0 and "[paths]" in output
+
+
+def test_a_biLM_kept_as_loose_files_in_a_folder_does_not_block_outputs_beside_it(
+        tmp_path, tiny_weights_dir, monkeypatch):
+    """With options.json and weights.hdf5 in the working directory, `embed in.txt out.hdf5
+    --options options.json --weights weights.hdf5` was refused (E025: '.' an input), and
+    so was any output below that folder; writing over the weights themselves still is."""
+    import shutil
+
+    for name, allennlp in (("options.json", "elmo_x_options.json"),
+                           ("weights.hdf5", "elmo_x_weights.hdf5")):  # both namings
+        shutil.copy(tiny_weights_dir / name, tmp_path / name)
+        shutil.copy(tiny_weights_dir / name, tmp_path / allennlp)
+    monkeypatch.chdir(tmp_path)
+    _text(tmp_path)
+    model = ["--options", "options.json", "--weights", "weights.hdf5"]
+    for out in ("out.hdf5", "emb/out.hdf5"):
+        status, output = _invoke("embed", "dev.txt", out, *model)
+        assert status == 0, output
+    status, output = _invoke("embed", "dev.txt", "x.hdf5", "--weights", "elmo_x_weights.hdf5")
+    assert status == 0, output
+    before = _files(tmp_path)
+    for args, code in (
+            (["embed", "dev.txt", "weights.hdf5", *model, "--overwrite"], "E167"),
+            (["embed", "dev.txt", "elmo_x_weights.hdf5", "--weights", "elmo_x_weights.hdf5",
+              "--overwrite"], "E025"),
+            (["embed", "dev.txt", "elmo_x_options.json", "--weights", "elmo_x_weights.hdf5",
+              "--overwrite"], "E025"),  # the options found beside the weights are an input
+            (["embed", "dev.txt", "weights.hdf5", "--overwrite"], "E167"),  # any biLM's
+            (["init-pretrain-config", "options.json", "--overwrite"], "E167")):
+        status, output = _invoke(*args)
+        assert status != 0 and f"[{code}]" in output, (args, output)
+    assert _files(tmp_path) == before
+
+
+def test_an_exported_biLM_is_protected_whole(run, tmp_path):
+    text = _text(tmp_path)
+    export = tmp_path / "export"
+    assert _invoke("export", run, export)[0] == 0
+    status, output = _invoke("embed", text, export / "new.hdf5", "--weights",
+                             export / "weights.hdf5")
+    assert status != 0 and "[E073]" in output and "the exported biLM" in output, output

@@ -224,10 +224,7 @@ def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
     if not weights.exists():
         raise ElmoError(Errors.E001.format(path=weights, cwd=Path.cwd()))
     if options is None:
-        candidates = [weights.with_name(OPTIONS_NAME)]
-        if weights.name.endswith("_weights.hdf5"):
-            candidates.insert(0, weights.with_name(
-                weights.name[: -len("_weights.hdf5")] + "_options.json"))
+        candidates = options_beside(weights)
         found = [c for c in candidates if c.exists()]
         if not found:
             raise ElmoError(Errors.E016.format(
@@ -237,6 +234,16 @@ def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
     if not options.exists():
         raise ElmoError(Errors.E001.format(path=options, cwd=Path.cwd()))
     return options, weights
+
+
+def options_beside(weights: Path) -> List[Path]:
+    """Where the options of a weights file are looked for, in order: AllenNLP's
+    `<name>_options.json` beside `<name>_weights.hdf5`, then `options.json`."""
+    candidates = [weights.with_name(OPTIONS_NAME)]
+    if weights.name.endswith("_weights.hdf5"):
+        candidates.insert(0, weights.with_name(
+            weights.name[: -len("_weights.hdf5")] + "_options.json"))
+    return candidates
 
 
 def cache_dir() -> Path:

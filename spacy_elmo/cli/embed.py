@@ -18,6 +18,7 @@ from wasabi import msg
 from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.int8 import check_precision
 from ..bilm.model import BiLM
+from ..bilm.sources import options_beside
 from ..bilm.stamp import content_digest
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
@@ -135,10 +136,10 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
         gpu_id = int(os.environ["LOCAL_RANK"])  # one GPU per rank on each machine
     lines = read_lines(input_path)  # checks the file before the model is loaded
     # the model's files are inputs too: OUTPUT may never replace them, even with --overwrite
+    # (a weights file protects itself and the options beside it, not the folder it is in)
     local = [Path(p) for p in (weights, options) if p is not None and "://" not in str(p)]
-    guard_output(output_path, inputs=[input_path, *local, *[p.parent for p in local
-                                                             if p.is_file()]],
-                 overwrite=overwrite)
+    beside = [c for p in local if p.is_file() and options is None for c in options_beside(p)]
+    guard_output(output_path, inputs=[input_path, *local, *beside], overwrite=overwrite)
     device = select_device(gpu_id)
     check_precision(precision, device)
     if threads is not None:

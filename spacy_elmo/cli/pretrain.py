@@ -93,7 +93,7 @@ def perplexity_cli(
             check_writable_path(output, "a file name for --output")
         given = Path(model)
         model = model_of_run(model)
-        files = resolve_files(text)
+        files = resolve_files(text, what="perplexity")
         if output is not None:
             source = Path(model)
             guard_output(output, inputs=[given, source if source.is_dir() else source.parent,

@@ -70,14 +70,12 @@ def pretrain_cli(
     from ..pretrain.trainer import train as run_training
 
     try:
-        path, texts, overrides = parse_args(args or [], config)
+        path, overrides = parse_args(args or [], config)
         overrides += device_overrides(gpu_id, device)
         output = next((v for k, v, _ in reversed(overrides) if k == "paths.output"), None)
         if path is None and resume and output is not None and (
                 Path(str(output)) / CONFIG_NAME).exists():
             path = Path(str(output)) / CONFIG_NAME  # the run's own settings
-        if texts:
-            overrides.insert(0, ("paths.train", texts, "TEXT"))
         cfg = PretrainConfig.load(path, [(k, v) for k, v, _ in overrides],
                                   flags=[f for _, _, f in overrides])
         if dry_run:
@@ -114,10 +112,14 @@ def pretrain_cli(
 
 
 def parse_args(args: Sequence[str], config: Optional[Path]
-               ) -> Tuple[Optional[Path], List[str], List[Override]]:
-    """The command line's config file (a first positional .cfg/.json file, or --config),
-    training text (the other positionals) and overrides (`--section.key VALUE`, parsed as
-    spaCy parses them, and shortcut flags, parsed as their setting's type), in order."""
+               ) -> Tuple[Optional[Path], List[Override]]:
+    """The command line's config file (a first positional .cfg/.json file, or --config) and
+    overrides in order: `--section.key VALUE` (parsed as spaCy parses them) and shortcut
+    flags (parsed as their setting's type). A list setting (train, dev) takes every value
+    up to the next flag, from all its flags together (`--dev a b --paths.dev c`: a, b, c;
+    a JSON list counts as its items); the other positionals (TEXT) are training text
+    before them. A true/false setting takes a following true/false/yes/no/1/0 (or a
+    number, which its rule refuses), and stands alone for true."""
     from spacy.cli._util import parse_config_overrides
 
     shortcuts = settings.by_flag(PretrainConfig)
@@ -128,7 +130,7 @@ def parse_args(args: Sequence[str], config: Optional[Path]
     rest = list(args)
     while rest:
         token = rest.pop(0)
-        if not token.startswith("-") or token == "-":
+        if not _is_flag(token):
             positionals.append(token)
             continue
         name, _, inline = token.partition("=")
@@ -139,9 +141,18 @@ def parse_args(args: Sequence[str], config: Optional[Path]
         if item is None and "." not in path:
             raise ElmoError(Errors.E127.format(flag=name,
                                                close=settings.suggest(PretrainConfig, name)))
+        if item is not None and isinstance(item.default, list) and path.count(".") <= 1:
+            values = [] if value is None else [value]
+            while rest and not _is_flag(rest[0]):
+                values.append(rest.pop(0))
+            if not values:
+                raise ElmoError(Errors.E132.format(flag=name))
+            _list_of(item.path, lists, overrides, name).extend(
+                entry for text in values for entry in settings.list_items(text))
+            continue
         takes_bool = item is not None and item.is_bool
         if value is None and rest and not rest[0].startswith("--") and (
-                not takes_bool or rest[0].lower() in ("true", "false")):
+                not takes_bool or settings.is_bool_word(rest[0])):
             value = rest.pop(0)
         if "." in path:  # spaCy's reading of an override: JSON, else text
             parsed = parse_config_overrides([f"--{path}"] + ([value] if value is not None
@@ -150,14 +161,7 @@ def parse_args(args: Sequence[str], config: Optional[Path]
         elif item is not None:
             if value is None and not takes_bool:
                 raise ElmoError(Errors.E132.format(flag=name))
-            parsed_value = settings.parse_flag(value, item.hint)
-            if isinstance(item.default, list):  # a list, one value a flag: --dev a --dev b
-                if item.path not in lists:
-                    lists[item.path] = []
-                    overrides.append((item.path, lists[item.path], name))
-                lists[item.path].append(parsed_value)
-            else:
-                overrides.append((item.path, parsed_value, name))
+            overrides.append((item.path, settings.parse_flag(value, item.hint), name))
     path_arg: Optional[Path] = None
     if positionals and positionals[0].endswith(CONFIG_SUFFIXES) and not Path(
             positionals[0]).is_dir():  # a config file, even a missing one (then its error)
@@ -166,7 +170,23 @@ def parse_args(args: Sequence[str], config: Optional[Path]
         raise ElmoError(Errors.E130.format(first=f"CONFIG '{path_arg}'",
                                            second=f"--config '{config}'",
                                            what="the config file"))
-    return path_arg or config, positionals, overrides
+    if positionals:  # TEXT: training text, before any given with --train
+        _list_of("paths.train", lists, overrides, "TEXT")[:0] = positionals
+    return path_arg or config, overrides
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and token != "-"
+
+
+def _list_of(path: str, lists: Dict[str, List[Any]], overrides: List[Override],
+             flag: str) -> List[Any]:
+    """The one list that every command-line value of a list setting goes into (its
+    override is where the setting was first given)."""
+    if path not in lists:
+        lists[path] = []
+        overrides.append((path, lists[path], flag))
+    return lists[path]
 
 
 def device_overrides(gpu_id: Optional[int], device: Optional[str]) -> List[Override]:

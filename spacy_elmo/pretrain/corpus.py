@@ -12,13 +12,15 @@ import glob
 import gzip
 import io
 import lzma
+import os
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple, cast
+from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 from ..errors import ElmoError, Errors, Warnings, warn
+from ..files import model_or_run
 
 TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
 SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
@@ -42,29 +44,79 @@ class TextSettings:
     skip_pattern: Optional[str] = None
 
 
-def resolve_files(patterns: Sequence[str], *, exclude: Optional[Path] = None) -> List[Path]:
-    """Every file named by the patterns (files, globs, directories), in a stable order.
-    Directories and globs never give a file inside `exclude` (a run's own directory);
-    a file named as such is kept (the run directory's checks refuse it)."""
+def resolve_files(patterns: Sequence[str], *, exclude: Optional[Path] = None,
+                  what: str = "corpus") -> List[Path]:
+    """Every file named by the patterns (files, globs, directories), in a stable order: the
+    one rule for text inputs (`what`: the setting, for errors). An empty pattern is an
+    error (E165: it would name the working directory). No file inside a pretraining run or
+    a biLM directory (`files.model_or_run`) is ever text: directories and globs leave them
+    out (W026 names them), and one named as such is refused (E166). The files of `exclude`
+    (a run's own directory, which may not exist yet) are left out likewise, but one named as
+    such is kept (the run directory's checks refuse it)."""
     files: List[Path] = []
     skip = None if exclude is None else Path(exclude).resolve()
+    holders: Dict[Tuple[Path, bool], Optional[Tuple[Path, str]]] = {}
     for pattern in patterns:
+        if not str(pattern).strip():
+            raise ElmoError(Errors.E165.format(what=what, given=str(pattern)))
         path = Path(pattern)
+        if path.is_file():
+            holder = _holder(path.resolve().parent, holders)
+            if holder is not None and not (skip is not None
+                                           and path.resolve().is_relative_to(skip)):
+                raise ElmoError(Errors.E166.format(path=path, what=holder[1],
+                                                   where=holder[0]))
+            files.append(path)
+            continue
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file()
-                           and not p.name.startswith(".") and p.name.endswith(TEXT_SUFFIXES))
-            if skip is not None and skip.is_relative_to(path.resolve()):
-                found = [p for p in found if not p.resolve().is_relative_to(skip)]
-        elif path.is_file():
-            found = [path]
+            found = sorted(_files_under(path))
         else:
             found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True)
-                           if Path(p).is_file()
-                           and (skip is None or not Path(p).resolve().is_relative_to(skip)))
-        if not found:
+                           if Path(p).is_file())
+        kept = [p for p in found if not (skip is not None and p.resolve().is_relative_to(skip))]
+        text = [p for p in kept if _holder(p.resolve().parent, holders) is None]
+        holding = {h[0] for p in kept if (h := _holder(p.resolve().parent, holders)) is not None}
+        left_out = sorted(str(d) for d in holding  # RUN, not also RUN/model
+                          if not any(d != o and d.is_relative_to(o) for o in holding))
+        if not text and left_out:
+            first = next(p for p in kept if _holder(p.resolve().parent, holders) is not None)
+            holder = _holder(first.resolve().parent, holders)
+            assert holder is not None
+            raise ElmoError(Errors.E166.format(path=first, what=holder[1], where=holder[0]))
+        if not text:
             raise ElmoError(Errors.E100.format(pattern=str(pattern), cwd=Path.cwd()))
-        files.extend(found)
+        if left_out:
+            warn(Warnings.W026.format(pattern=str(pattern), n=len(left_out),
+                                      dirs=", ".join(left_out[:3])
+                                      + (", ..." if len(left_out) > 3 else "")), stacklevel=2)
+        files.extend(text)
     return files
+
+
+def _files_under(directory: Path) -> Iterator[Path]:
+    """The text files below a directory (by suffix; not hidden ones; links to directories
+    not followed)."""
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = Path(root) / name
+            if not name.startswith(".") and name.endswith(TEXT_SUFFIXES) and path.is_file():
+                yield path
+
+
+def _holder(directory: Path, seen: Dict[Tuple[Path, bool], Optional[Tuple[Path, str]]],
+            here: bool = True) -> Optional[Tuple[Path, str]]:
+    """The directory (resolved) whose model or run a file in `directory` belongs to, with
+    what it is: `directory` itself when it is a run or a biLM directory, else a run it lies
+    in at any depth (RUN/model, RUN/snapshots/step_N), or None (memoized in `seen`)."""
+    key = (directory, here)
+    if key not in seen:
+        what = model_or_run(directory)
+        above = directory.parent
+        if what is not None and (here or what == "a pretraining run"):
+            seen[key] = (directory, what)
+        else:
+            seen[key] = None if above == directory else _holder(above, seen, here=False)
+    return seen[key]
 
 
 def pattern_holding(patterns: Sequence[str], directory: Path) -> Optional[str]:
@@ -72,6 +124,8 @@ def pattern_holding(patterns: Sequence[str], directory: Path) -> Optional[str]:
     or a glob whose fixed leading part is above it), or None."""
     target = Path(directory).resolve()
     for pattern in patterns:
+        if not str(pattern).strip():  # an error when the files are resolved
+            continue
         parts = Path(pattern).parts
         fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
         if fixed < len(parts) or Path(pattern).is_dir():

@@ -88,12 +88,12 @@ class RunLock:
 def train_files(config: PretrainConfig) -> List[Path]:
     """The run's training files: never one inside its own output directory (found by a
     directory or glob pattern above it)."""
-    return resolve_files(config.train, exclude=Path(config.output))
+    return resolve_files(config.train, exclude=Path(config.output), what="training")
 
 
 def dev_files(config: PretrainConfig) -> List[Path]:
     """The run's dev files, as `train_files`."""
-    return resolve_files(config.dev, exclude=Path(config.output))
+    return resolve_files(config.dev, exclude=Path(config.output), what="dev")
 
 
 def warn_inside_corpus(config: PretrainConfig) -> None:

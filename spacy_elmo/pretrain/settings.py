@@ -165,15 +165,46 @@ def suggest(cls: type, flag: str) -> str:
     return f" Did you mean {close[0]}?" if close else ""
 
 
+# How a true/false setting may be written on the command line
+BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def is_bool_word(text: str) -> bool:
+    """Whether a command-line word is meant as the value of a true/false flag: a word of
+    BOOL_WORDS, or a number (which the rule then refuses), never a file name."""
+    if text.strip().lower() in BOOL_WORDS:
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def list_items(text: str) -> List[Any]:
+    """The entries one command-line value gives a list setting: the items of a JSON list,
+    the text of a JSON string, else the text itself."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return [text]
+    if isinstance(parsed, list):
+        return parsed
+    return [parsed] if isinstance(parsed, str) else [text]
+
+
 def coerce(value: Any, hint: Any) -> Any:
     """A value parsed as JSON from the command line, made the declared type where that is
     what was meant: a number for a text setting becomes its text, a single text for a list
-    of texts becomes a list. Anything else is left for the rule to judge."""
+    of texts becomes a list, 1/0 and the words of BOOL_WORDS for a true/false setting its
+    boolean. Anything else is left for the rule to judge."""
     base, _ = _unwrap(hint)
     if base is str and isinstance(value, (int, float)) and not isinstance(value, bool):
         return json.dumps(value)
     if _origin(base) is list and isinstance(value, str):
         return [value]
+    if base is bool and not isinstance(value, bool) and str(value).lower() in BOOL_WORDS:
+        return BOOL_WORDS[str(value).lower()]
     return value
 
 
@@ -186,7 +217,7 @@ def parse_flag(text: Optional[str], hint: Any) -> Any:
     if optional and text.lower() in ("null", "none"):
         return None
     if base is bool:
-        return {"true": True, "false": False}.get(text.lower(), text)
+        return BOOL_WORDS.get(text.strip().lower(), text)
     for kind in (int, float):
         if base is kind:
             try:

@@ -281,9 +281,11 @@ def test_embed_never_writes_over_its_model_even_with_overwrite(tmp_path, tiny_we
     text = tmp_path / "in.txt"
     text.write_text("a b c\n", encoding="utf-8")
     before = {p.name: p.read_bytes() for p in model.iterdir()}
-    for weights, output in ((model, model / "weights.hdf5"), (model, model / "new.hdf5"),
-                            (model / "weights.hdf5", model / "options.json"),
-                            (model / "weights.hdf5", model / "weights.hdf5")):
-        with pytest.raises(ElmoError, match=r"\[E073\] .* lies inside the biLM directory"):
+    for weights, output, error in (
+            (model, model / "weights.hdf5", r"\[E167\] .* would replace the weights.hdf5"),
+            (model, model / "new.hdf5", r"\[E025\]"),  # the model named as a directory
+            (model / "weights.hdf5", model / "options.json", r"\[E167\]"),
+            (model / "weights.hdf5", model / "weights.hdf5", r"\[E167\]")):
+        with pytest.raises(ElmoError, match=error):
             embed_file(text, output, weights=weights, overwrite=True, progress=False)
     assert {p.name: p.read_bytes() for p in model.iterdir()} == before
