@@ -375,6 +375,12 @@ class Errors(metaclass=Catalogue):
     E167 = ("'{output}' would replace the {name} of the biLM in '{where}', which would "
             "destroy it, even with --overwrite. Choose another file name (other files may be "
             "written beside a biLM's weights.hdf5 and options.json).")
+    E168 = ("Cannot resume with --vocab '{vocab}': the run in '{path}' trains with the "
+            "vocabulary in its checkpoint ({n} words), and this file lists others. Drop "
+            "--vocab to resume, or start a new run (another --output) with this vocabulary.")
+    E169 = ("'{path}' is not a name `spacy-elmo pretrain` reads as a config: it reads a "
+            "config file by its .cfg (or .json) name, and init-pretrain-config writes the "
+            ".cfg layout. Name it e.g. '{suggestion}'.")
 
 
 class Warnings(metaclass=Catalogue):

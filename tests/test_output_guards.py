@@ -59,7 +59,7 @@ def _cases(run, text, out):
         (["export", run, run], "E025"),
         (["init-pretrain-config", run / "config.json", "--overwrite"], "E073"),
         (["init-pretrain-config", model / "options.json", "--overwrite"], "E073"),
-        (["init-pretrain-config", out], "E026"),
+        (["init-pretrain-config", out.with_suffix(".cfg")], "E026"),
     ]
 
 
@@ -67,6 +67,7 @@ def test_every_command_that_writes_refuses_what_it_must(run, tmp_path):
     text = _text(tmp_path)
     out = tmp_path / "existing.out"
     out.write_bytes(b"precious")
+    out.with_suffix(".cfg").write_bytes(b"precious")
     before = {**_files(run), **_files(tmp_path)}
     commands = {case[0][0] for case in _cases(run, text, out)}
     writers = {"embed", "perplexity", "export", "init-pretrain-config"}

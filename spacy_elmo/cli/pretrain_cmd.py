@@ -12,7 +12,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings
-from ..files import Terminated, guard_output, write_text
+from ..files import STDOUT, Terminated, guard_output, write_text
 from ..pretrain import settings
 from ..pretrain.config import PretrainConfig, default_settings
 from .common import app, fail, warn
@@ -204,7 +204,9 @@ def device_overrides(gpu_id: Optional[int], device: Optional[str]) -> List[Overr
 
 @app.command("init-pretrain-config")
 def init_pretrain_config_cli(
-    output: str = typer.Argument(..., help="The .cfg file to write ('-': standard output)"),
+    output: str = typer.Argument(..., help=(
+        "The .cfg file to write ('.cfg' is added to a name without it; '-': standard "
+        "output)")),
     preset: Optional[str] = typer.Option(
         None, "--preset",
         help="Model size: tiny, small, medium or original (default: null, which is tiny for "
@@ -217,6 +219,12 @@ def init_pretrain_config_cli(
 
     As `spacy init config` does for training: edit it, then `spacy-elmo pretrain CONFIG`."""
     try:
+        if output != STDOUT and not output.endswith(".cfg"):
+            if output.endswith(CONFIG_SUFFIXES):  # a .json name for .cfg text: never read
+                guard_output(output, overwrite=True)  # a run's or a model's file: said so
+                raise ElmoError(Errors.E169.format(path=output, suggestion=str(
+                    Path(output).with_suffix(".cfg"))))
+            output += ".cfg"  # as pretrain tells a config from training text by its name
         path = guard_output(output, overwrite=overwrite, what="the config", stdout_ok=True)
         text = default_settings(preset_name=preset, lang=lang).to_cfg()
         if path is None:

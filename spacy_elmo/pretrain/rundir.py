@@ -16,7 +16,7 @@ from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import pattern_holding, resolve_files
 from .export import SNAPSHOT_DIR
-from .vocab import VOCAB_NAME
+from .vocab import VOCAB_NAME, Vocab
 
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
@@ -120,6 +120,23 @@ def check_inputs(config: PretrainConfig, out: Path) -> None:
         if hit is not None:
             raise ElmoError(Errors.E123.format(what=what, input=given, path=out,
                                                name=hit.name))
+
+
+def check_resume_vocab(config: PretrainConfig, words: List[str], out: Path) -> None:
+    """A resumed run trains on the vocabulary in its checkpoint (`words`): a `vocab` other
+    than the one the run recorded (its config.json) is refused unless it lists the same
+    words in the same order (E168), so that config.json never names a vocabulary the run
+    did not train with."""
+    if config.vocab is None:
+        return
+    recorded = out / CONFIG_NAME
+    try:
+        if json.loads(recorded.read_text(encoding="utf-8")).get("vocab") == config.vocab:
+            return  # the run's own
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        pass
+    if Vocab.from_file(Path(config.vocab)).words != list(words):
+        raise ElmoError(Errors.E168.format(vocab=config.vocab, path=out, n=len(words)))
 
 
 def clear_run(out: Path) -> None:

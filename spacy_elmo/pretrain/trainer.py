@@ -43,6 +43,7 @@ from .rundir import (
     check_inputs,
     check_optimizer,
     check_resume,
+    check_resume_vocab,
     check_run_dir,
     clear_run,
     dev_files,
@@ -271,6 +272,7 @@ class Trainer:
         options = model.bilm.options.to_json_dict()
         asked = options if config.init_weights else config.bilm_options().to_json_dict()
         check_resume(saved["frozen"], frozen_settings(config, asked), out, train_files(config))
+        check_resume_vocab(config, saved["vocab"], out)
         check_optimizer(saved["optimizer"], config.optimizer, out)
         mine = saved["ranks"][ctx.rank]
         position = Position(

@@ -37,3 +37,43 @@ def test_a_number_for_a_true_false_setting_is_refused_not_read_as_text():
     assert result.exit_code == 1
     assert "[E112] Pretraining setting split_sentences must be true or false, got '2'" in flat(
         result.stderr)
+
+
+def test_init_pretrain_config_writes_a_name_pretrain_reads_as_a_config(tmp_path):
+    """Without .cfg, the printed `spacy-elmo pretrain mycfg TEXT...` trained on the config
+    file as text; named x2.json, it held .cfg text and the suggested command failed (E002)."""
+    result = runner.invoke(app, ["init-pretrain-config", str(tmp_path / "mycfg")])
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "mycfg.cfg"
+    assert written.is_file() and not (tmp_path / "mycfg").exists()
+    assert f"spacy-elmo pretrain {written} TEXT" in flat(result.stdout)
+    config = resolved(written, "t.txt")
+    assert config.train == ["t.txt"] and config == resolved("t.txt")
+    result = runner.invoke(app, ["init-pretrain-config", str(tmp_path / "x2.json")])
+    assert result.exit_code == 1 and "[E169]" in result.stderr
+    assert f"'{tmp_path / 'x2.cfg'}'" in flat(result.stderr)
+    assert not (tmp_path / "x2.json").exists()
+
+
+def test_resume_with_another_vocabulary_is_refused_and_not_recorded(tmp_path):
+    """`--resume --vocab other.txt` was ignored but recorded in config.json, so training
+    again from that config built another vocabulary."""
+    from spacy_elmo.errors import ElmoError
+    from spacy_elmo.pretrain.trainer import train
+
+    from .conftest import tiny_config
+
+    train(tiny_config(tmp_path, max_steps=2, checkpoint_every=2, dev=[]), progress=False)
+    run = tmp_path / "run"
+    recorded = (run / "config.json").read_text()
+    other = tmp_path / "other.txt"
+    other.write_text("<S>\n</S>\n<UNK>\n" + "".join(f"w{i}\n" for i in range(60)))
+    with pytest.raises(ElmoError, match=r"\[E168\] Cannot resume with --vocab"):
+        train(tiny_config(tmp_path, max_steps=4, dev=[], vocab=str(other)), resume=True,
+              progress=False)
+    assert (run / "config.json").read_text() == recorded
+    same = tmp_path / "same.txt"  # the run's words under another name: they are the run's
+    same.write_text((run / "vocab.txt").read_text())
+    result = train(tiny_config(tmp_path, max_steps=4, dev=[], vocab=str(same)), resume=True,
+                   progress=False)
+    assert result.step == 4
