@@ -381,6 +381,8 @@ class Errors(metaclass=Catalogue):
     E169 = ("'{path}' is not a name `spacy-elmo pretrain` reads as a config: it reads a "
             "config file by its .cfg (or .json) name, and init-pretrain-config writes the "
             ".cfg layout. Name it e.g. '{suggestion}'.")
+    E170 = ("Cannot lock '{path}' to write into it ('{lock}': {err}): {fix}. Reading it "
+            "(info, perplexity, export into another directory) needs no lock.")
 
 
 class Warnings(metaclass=Catalogue):

@@ -62,14 +62,13 @@ def atomic_write(path: Path, suffix: str = "") -> Iterator[Path]:
     (with the mode a new file gets under the umask), and in any case it is gone after.
     A full disk raises `DiskFull`; other errors pass through."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent, path)
     sweep_stale(path.parent)
     try:
         fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
                                     suffix=suffix, dir=path.parent)
     except OSError as err:
-        _raise_if_full(err, path)
-        raise
+        raise _cannot_write(err, path) from None
     os.close(fd)
     tmp = Path(name)
     try:
@@ -94,14 +93,13 @@ def atomic_directory(path: Path) -> Iterator[Path]:
     the old one is renamed aside for a moment). In any case no temporary directory is left
     after; a full disk raises `DiskFull`, as `atomic_write` does."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent, path)
     sweep_stale(path.parent)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{_HOST}-{os.getpid()}-",
                                     dir=path.parent))
     except OSError as err:
-        _raise_if_full(err, path)
-        raise
+        raise _cannot_write(err, path) from None
     try:
         with _signals_raise():
             yield tmp
@@ -116,6 +114,28 @@ def atomic_directory(path: Path) -> Iterator[Path]:
             tmp.unlink()
         elif os.path.lexists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def make_directory(directory: Path, target: Optional[Path] = None) -> None:
+    """Create `directory` and its parents (where they are missing) to write `target` (by
+    default the directory itself) in; a read-only place, a file in the way or a full disk
+    is a catalogue error (E009, E024), not an OSError."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _cannot_write(err, Path(target or directory)) from None
+
+
+def _cannot_write(err: OSError, path: Path) -> ElmoError:
+    """The catalogue error for an OSError met while starting to write `path`: E024 for a
+    full disk, else E009 with the reason (a read-only file system, no permission)."""
+    full = _disk_full(err, path)
+    if full is not None:
+        return full
+    name = str(err.filename or "")
+    where = (f" ('{name}')" if name and name != str(path) and not is_temporary(Path(name).name)
+             else "")
+    return ElmoError(Errors.E009.format(path=path, err=f"{os.strerror(err.errno or 0)}{where}"))
 
 
 def _replace_directory(new: Path, path: Path) -> None:
@@ -524,7 +544,15 @@ class DirectoryLock:
             import fcntl
         except ImportError:  # no flock (Windows): no lock
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as err:  # a read-only directory, or something else at .lock
+            fix = (f"'{self.path}' must be a file: remove what is there" if self.path.is_dir()
+                   else "the directory must be writable: fix its permissions, or copy it "
+                        "somewhere writable")
+            raise ElmoError(Errors.E170.format(path=self.directory, lock=self.path,
+                                               err=os.strerror(err.errno or 0), fix=fix)
+                            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:

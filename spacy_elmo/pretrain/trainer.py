@@ -22,7 +22,7 @@ from ..bilm.model import BiLM
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import write_json
+from ..files import make_directory, write_json
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint, save_checkpoint
@@ -236,7 +236,7 @@ class Trainer:
                 dev = read_dev(config, settings, vocab)  # its errors, before anything is cleared
         ddp.barrier(ctx)  # every rank checked the directory before rank 0 clears it
         if vocab is not None:  # rank 0
-            out.mkdir(parents=True, exist_ok=True)
+            make_directory(out)
             if lock is not None:
                 lock.take()
                 # another run may have finished here since the first check
@@ -285,7 +285,7 @@ class Trainer:
         if ctx.device.type == "cuda" and mine["cuda_rng"] is not None:
             torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
         if ctx.is_main:
-            out.mkdir(parents=True, exist_ok=True)
+            make_directory(out)
             truncate_metrics(out / METRICS_NAME, position.step)
         return cls(config, ctx, model, Vocab(saved["vocab"]), position, progress=progress)
 
