@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from spacy_elmo.bilm import BiLM, preset, save_bilm
+from spacy_elmo.bilm.hardware import cpu_flags, cpu_model
 from spacy_elmo.files import write_text
-from spacy_elmo.pretrain.machine import cpu_flags, cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "allennlp_elmo" / "sentences.json"

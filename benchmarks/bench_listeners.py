@@ -33,7 +33,7 @@ from spacy.training import Example  # noqa: E402
 from spacy.training.converters import conllu_to_docs  # noqa: E402
 from thinc.api import Adam, Config  # noqa: E402
 
-from spacy_elmo.pretrain.machine import cpu_flags, cpu_model  # noqa: E402
+from spacy_elmo.bilm.hardware import cpu_flags, cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 UD_TRAIN = ROOT.parent / "shared" / "data" / "ud_en_ewt" / "en_ewt-ud-train.conllu"

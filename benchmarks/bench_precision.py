@@ -1,16 +1,24 @@
-"""int8 against fp32 inference, side by side in one run: error per layer, tokens/s of the biLM
-(1 and 2 threads, batch 64 and batch 1), single-sentence latency of `nlp(text)`, the two
-LSTM directions stacked against each on its own thread (2 threads), and words/s
-of `nlp.pipe` for an ELMo pipeline against spaCy's CNN pipeline of the same tasks, with the
-fp32 and int8 matmul rates torch reaches in the same run and the CPU's flags.
+"""fp32, bf16 and int8 inference side by side in one run: error per layer (per-token cosine
+to fp32: mean, minimum, 1st percentile, median), tokens/s of the biLM (1 and 2 threads,
+batch 64 and batch 1) with the fp32, bf16 and int8 matmul rates torch reaches in the same
+run, int8 on each quantized engine torch has here, single-sentence latency of `nlp(text)`,
+the two LSTM directions stacked against each on its own thread (2 threads), and words/s of
+`nlp.pipe` for an ELMo pipeline against spaCy's CNN pipeline of the same tasks; with the
+CPU's model, instruction sets and flags.
+
+bf16 runs where it is native (AVX512-BF16 or AMX; a GPU from Ampere on); `--force-bf16`
+runs it where it is emulated (its figures then say how slow emulation is, not what bf16
+gives). `--device cuda`: fp32 against bf16 on a GPU (error and speed sections).
 
 Shapes: `small` is the bundled English biLM (its real weights); `original` the published
 original shape with random weights (speed depends on the shape only; its error is reported
-too, on random weights). Sentences: the AllenNLP fixture's 30 news sentences (10-30 tokens).
-Word cache off for tokens/s (every token encoded), on for latency and pipelines (the
-component's default).
+too, on random weights, and on N(0, 0.05) weights, with which the LSTMs are chaotic: any
+perturbation grows along the sentence). Sentences: the AllenNLP fixture's 30 news sentences
+(10-30 tokens). Word cache off for tokens/s (every token encoded), on for latency and
+pipelines (the component's default).
 
-    python benchmarks/bench_precision.py [--quick] [--output benchmarks/results/precision.md]
+    python benchmarks/bench_precision.py [--quick] [--shapes small] [--force-bf16]
+        [--output benchmarks/results/precision.md]
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its thread pool
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
@@ -27,7 +36,7 @@ import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
+from typing import Callable, Dict, Iterator, List, Optional, Sequence  # noqa: E402
 
 import spacy  # noqa: E402
 import torch  # noqa: E402
@@ -35,17 +44,23 @@ import torch.nn.functional as F  # noqa: E402
 from spacy.language import Language  # noqa: E402
 from spacy.training import Example  # noqa: E402
 
-from spacy_elmo.bilm import BiLM, batch_to_ids, load_bilm, preset, save_bilm  # noqa: E402
+from spacy_elmo.bilm import BiLM, batch_to_ids, int8, load_bilm, preset, save_bilm  # noqa: E402
 from spacy_elmo.bilm.directions import concurrent_directions  # noqa: E402
-from spacy_elmo.bilm.int8 import Int8Matmul  # noqa: E402
+from spacy_elmo.bilm.hardware import (  # noqa: E402
+    ALLOW_EMULATED_BF16,
+    cpu_flags,
+    cpu_isa,
+    cpu_model,
+    native_bf16,
+)
 from spacy_elmo.experiments.timing import best_time  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
-from spacy_elmo.pretrain.machine import cpu_flags, cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "allennlp_elmo" / "sentences.json"
-PRECISIONS = ("fp32", "int8")
 ALLENNLP_SECONDS_PER_SENTENCE = 0.1  # reported for single sentences on CPU (AllenNLP #1968)
+PRECISIONS: List[str] = ["fp32"]  # those this run measures (main() adds bf16, int8)
+DEVICE = torch.device("cpu")
 
 
 def fixture_sentences() -> List[List[str]]:
@@ -53,45 +68,79 @@ def fixture_sentences() -> List[List[str]]:
     return [s.split() for group in groups for s in group]
 
 
+def synced(fn: Callable[[], object]) -> Callable[[], object]:
+    """fn, waiting for the GPU's queue when the run is on one (timings include the work)."""
+    if DEVICE.type != "cuda":
+        return fn
+
+    def run() -> object:
+        out = fn()
+        torch.cuda.synchronize(DEVICE)
+        return out
+
+    return run
+
+
 def matmul_rates(repeats: int) -> Dict[str, float]:
-    """fp32 GFLOP/s and int8 (dynamic, as the biLM runs it) GOP/s of a 1024^3 product."""
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024) * 0.05
-    int8 = Int8Matmul(b)
-    return {"fp32": 2 * 1024 ** 3 / best_time(lambda: a @ b, repeats) / 1e9,
-            "int8": 2 * 1024 ** 3 / best_time(lambda: int8(a), repeats) / 1e9}
+    """GFLOP/s of a 1024^3 product in fp32 and in bf16, and int8 GOP/s (dynamic, as the
+    biLM runs it), in this run."""
+    a = torch.randn(1024, 1024, device=DEVICE)
+    b = torch.randn(1024, 1024, device=DEVICE) * 0.05
+    a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    flops = 2 * 1024 ** 3
+    rates = {"fp32": flops / best_time(synced(lambda: a @ b), repeats) / 1e9,
+             "bf16": flops / best_time(synced(lambda: a16 @ b16), repeats) / 1e9}
+    if "int8" in PRECISIONS:
+        product = int8.Int8Matmul(b)
+        rates["int8"] = flops / best_time(lambda: product(a), repeats) / 1e9
+    return rates
 
 
 def layers(bilm: BiLM, ids: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
-        return bilm(ids).layers
+        return bilm(ids.to(DEVICE)).layers.cpu()
 
 
-def errors(bilm: BiLM, sentences: List[List[str]]) -> List[str]:
-    """Per layer: max |int8 - fp32| and the mean cosine over tokens."""
-    ids = batch_to_ids(sentences)
-    mask = (ids > 0).any(-1)
-    bilm.set_precision("fp32")
-    ref = layers(bilm, ids)
-    bilm.set_precision("int8")
-    out = layers(bilm, ids)
-    bilm.set_precision("fp32")
+def cosine_cells(ref: torch.Tensor, out: torch.Tensor, mask: torch.Tensor) -> List[str]:
+    """Per layer: max |out - ref|, then the per-token cosine's mean, minimum, 1st percentile
+    and median."""
     cells = []
     for k in range(ref.shape[0]):
         a, b = ref[k][mask], out[k][mask]
-        cells.append(f"{(a - b).abs().max().item():.4f} / "
-                     f"{F.cosine_similarity(a, b, dim=-1).mean().item():.5f}")
+        cos = F.cosine_similarity(a, b, dim=-1).double()
+        cells.append(f"{(a - b).abs().max().item():.4f} / {cos.mean().item():.5f} / "
+                     f"{cos.min().item():.4f} / {cos.quantile(0.01).item():.4f} / "
+                     f"{cos.median().item():.5f}")
     return cells
+
+
+def by_position(ref: torch.Tensor, out: torch.Tensor, mask: torch.Tensor) -> List[str]:
+    """The top layer's forward half: mean per-token cosine by position in the sentence
+    (an error that grows along the sentence comes from the recurrence, not one product)."""
+    half = ref.shape[-1] // 2
+    cos = F.cosine_similarity(ref[-1][..., :half], out[-1][..., :half], dim=-1)
+    cells = []
+    for start, stop in POSITIONS:
+        inside = mask.clone()
+        inside[:, :start] = False
+        inside[:, stop:] = False
+        cells.append(f"{cos[inside].mean().item():.4f}" if inside.any() else "-")
+    return cells
+
+
+POSITIONS = ((0, 5), (5, 10), (10, 20), (20, 10_000))
 
 
 def tokens_per_second(bilm: BiLM, sentences: List[List[str]], batch: int, repeats: int
                       ) -> float:
     """Every sentence through the biLM in batches of `batch`, word cache off."""
     bilm.word_cache = None
-    chunks = [batch_to_ids(sentences[i:i + batch]) for i in range(0, len(sentences), batch)]
+    chunks = [batch_to_ids(sentences[i:i + batch]).to(DEVICE)
+              for i in range(0, len(sentences), batch)]
     n_tokens = sum(len(s) for s in sentences)
     with torch.inference_mode():
-        bilm(chunks[0])  # warm-up (and the int8 copies)
-        return n_tokens / best_time(lambda: [bilm(c) for c in chunks], repeats)
+        synced(lambda: bilm(chunks[0]))()  # warm-up (and the int8 or bf16 copies)
+        return n_tokens / best_time(synced(lambda: [bilm(c) for c in chunks]), repeats)
 
 
 def elmo_nlp(weights: Path, precision: str, pipes: Sequence[str] = ()) -> Language:
@@ -163,47 +212,70 @@ def words_per_second(nlp: Language, texts: List[str], n_process: int) -> float:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
+    global DEVICE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shape, few repeats")
+    parser.add_argument("--shapes", default="small,original", help="comma-separated")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda[:N] (error and speed)")
+    parser.add_argument("--force-bf16", action="store_true",
+                        help="run bf16 where it is emulated (slow; its figures say how slow)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=200, help="latency: nlp(text) calls")
     parser.add_argument("--texts", type=int, default=4000,
                         help="nlp.pipe: texts per run (enough to amortize starting processes)")
-    parser.add_argument("--sections", default="error,speed,latency,directions,pipe",
-                        help="comma-separated: error, speed, latency, directions, pipe")
+    parser.add_argument("--sections", default="error,speed,engines,latency,directions,pipe",
+                        help="comma-separated: " + ", ".join(SECTIONS))
     parser.add_argument("--output", type=Path, help="also write the markdown here")
     args = parser.parse_args(argv)
+    DEVICE = torch.device(args.device)
     sections = set(args.sections.split(","))
+    if DEVICE.type != "cpu":
+        sections &= {"error", "speed"}  # int8, threads and pipelines are the CPU's
     if args.repeats < 1 or args.calls < 20 or args.texts < 16:
         parser.error("--repeats must be >= 1, --calls >= 20 and --texts >= 16")
-    if not sections <= {"error", "speed", "latency", "directions", "pipe"}:
+    if not sections <= set(SECTIONS):
         parser.error(f"unknown --sections {sorted(sections)}")
-    shapes = ["small"] if args.quick else ["small", "original"]
+    shapes = ["small"] if args.quick else args.shapes.split(",")
     repeats, calls = (1, 20) if args.quick else (args.repeats, args.calls)
+    native = native_bf16(DEVICE)
+    if args.force_bf16 and not native:
+        os.environ[ALLOW_EMULATED_BF16] = "1"
+    PRECISIONS[:] = ["fp32"] + (["bf16"] if native or args.force_bf16 else []) + (
+        ["int8"] if DEVICE.type == "cpu" and int8.int8_engine() else [])
     sentences = fixture_sentences()
     batch64 = (sentences * 3)[:64]
     tokens = [t for s in sentences for t in s]
     texts20 = [" ".join(tokens[i:i + 20]) for i in range(0, 3 * calls, 3)][:calls]
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "vnni")))
-    lines = [f"# int8 against fp32 ({datetime.date.today()})", "",
+    bf16_note = ("native" if native else "EMULATED (forced with --force-bf16: its speed is "
+                 "emulation's, not bf16's)" if args.force_bf16 else "emulated: not run")
+    lines = [f"# fp32, bf16 and int8 side by side ({datetime.date.today()})", "",
              f"- command: `python benchmarks/bench_precision.py "
              f"{' '.join(argv if argv is not None else __import__('sys').argv[1:])}`",
-             f"- CPU: {cpu_model()}, {os.cpu_count()} cores; flags: {' '.join(flags)}",
-             f"- torch {torch.__version__}, quantized engine "
-             f"{torch.backends.quantized.engine}", ""]
+             f"- CPU: {cpu_model()}, {os.cpu_count()} cores; ISA: {cpu_isa()}; "
+             f"flags: {' '.join(flags)}",
+             f"- torch {torch.__version__}; device {DEVICE}"
+             + (f" ({torch.cuda.get_device_name(DEVICE)})" if DEVICE.type == "cuda" else "")
+             + f"; bf16 {bf16_note}",
+             f"- int8: quantized engine {int8.int8_engine()} (torch has "
+             f"{', '.join(torch.backends.quantized.supported_engines)}; activations "
+             f"{8 if int8.native_int8_dot() else 7}-bit)", ""]
     scratch = Path(tempfile.mkdtemp(prefix="bench-precision-"))
     models: Dict[str, Path] = {"small": ROOT / "spacy_elmo" / "data" / "elmo_en_small"}
-    bilms: Dict[str, BiLM] = {"small": load_bilm(models["small"])}
-    if "original" in shapes and sections & {"error", "speed", "latency", "directions"}:
+    bilms: Dict[str, BiLM] = {"small": load_bilm(models["small"]).to(DEVICE)}
+    if "original" in shapes and sections - {"pipe"}:
         torch.manual_seed(0)
         bilms["original"] = BiLM(preset("original")).eval()
         models["original"] = scratch / "original"
         save_bilm(bilms["original"], models["original"])
+        bilms["original"] = bilms["original"].to(DEVICE)
 
     if "error" in sections:
         lines += error_section(shapes, bilms, sentences)
     if "speed" in sections:
         lines += speed_section(shapes, bilms, sentences, batch64, repeats)
+    if "engines" in sections and "int8" in PRECISIONS:
+        lines += engines_section(shapes, bilms, batch64, repeats)
     if "latency" in sections:
         lines += latency_section(shapes, models, texts20, calls)
     if "directions" in sections:
@@ -219,24 +291,64 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     return text
 
 
+SECTIONS = ("error", "speed", "engines", "latency", "directions", "pipe")
+
+
 def error_section(shapes: List[str], bilms: Dict[str, BiLM], sentences: List[List[str]]
                   ) -> List[str]:
-    lines = ["## Error of int8 against fp32 (max abs / mean cosine per layer)", "",
-             "| shape | token layer | LSTM 1 | LSTM 2 |", "|---|---|---|---|"]
+    """Per shape and precision, every layer's error against fp32; and on the original
+    shape with N(0, 0.05) weights, the top layer's cosine by position."""
+    n_layers = bilms["small"].options.n_layers
+    lines = ["## Error against fp32, per layer: max abs / per-token cosine mean / min / 1st "
+             "percentile / median", "",
+             "| shape | precision | token layer | "
+             + " | ".join(f"LSTM {k + 1}" for k in range(n_layers)) + " |",
+             "|---|---|---|" + "---|" * n_layers]
     torch.set_num_threads(1)
-    for shape in shapes:
-        lines.append(f"| {shape} | " + " | ".join(errors(bilms[shape], sentences)) + " |")
+    ids = batch_to_ids(sentences)
+    mask = (ids > 0).any(-1)
+    cases = [(shape, bilms[shape]) for shape in shapes]
+    if "original" in shapes:
+        torch.manual_seed(0)
+        chaotic = BiLM(preset("original")).eval()
+        with torch.no_grad():
+            for p in chaotic.parameters():
+                p.copy_(torch.randn_like(p) * 0.05)
+        cases.append(("original, N(0, 0.05) weights", chaotic.to(DEVICE)))
+    positions: List[str] = []
+    for name, bilm in cases:
+        bilm.set_precision("fp32")
+        ref = layers(bilm, ids)
+        for precision in PRECISIONS[1:]:
+            bilm.set_precision(precision)
+            out = layers(bilm, ids)
+            lines.append(f"| {name} | {precision} | "
+                         + " | ".join(cosine_cells(ref, out, mask)) + " |")
+            if name.startswith("original, N"):
+                positions.append(f"| {precision} | " + " | ".join(by_position(ref, out, mask))
+                                 + " |")
+        bilm.set_precision("fp32")
+    if positions:
+        lines += ["", "Original shape, N(0, 0.05) weights: mean cosine of the top layer's "
+                  "forward LSTM by position in the sentence", "",
+                  "| precision | " + " | ".join(
+                      f"tokens {a + 1}-{b}" if b < 10_000 else f"tokens {a + 1}+"
+                      for a, b in POSITIONS) + " |",
+                  "|---|" + "---|" * len(POSITIONS), *positions]
     return lines
 
 
 def speed_section(shapes: List[str], bilms: Dict[str, BiLM], sentences: List[List[str]],
                   batch64: List[List[str]], repeats: int) -> List[str]:
-    lines: List[str] = []
-
-    lines += ["", "## biLM tokens/s (word cache off)", "",
-              "| shape | threads | batch | fp32 | int8 | int8 : fp32 | fp32 matmul GFLOP/s | "
-              "int8 matmul GOP/s |", "|---|---|---|---|---|---|---|---|"]
-    for threads in (1, 2):
+    others = PRECISIONS[1:]
+    lines = ["", "## biLM tokens/s (word cache off), with the matmul rates of this run", "",
+             "| shape | threads | batch | " + " | ".join(PRECISIONS) + " | "
+             + " | ".join(f"{p} : fp32" for p in others)
+             + " | fp32 matmul GFLOP/s | bf16 matmul GFLOP/s"
+             + (" | int8 matmul GOP/s" if "int8" in PRECISIONS else "") + " |",
+             "|---|---|---|" + "---|" * (len(PRECISIONS) + len(others) + 2
+                                         + ("int8" in PRECISIONS))]
+    for threads in ((1, 2) if DEVICE.type == "cpu" else (torch.get_num_threads(),)):
         torch.set_num_threads(threads)
         rates = matmul_rates(repeats)
         for shape in shapes:
@@ -246,11 +358,50 @@ def speed_section(shapes: List[str], bilms: Dict[str, BiLM], sentences: List[Lis
                 for precision in PRECISIONS:
                     bilm.set_precision(precision)
                     speed[precision] = tokens_per_second(bilm, group, batch, repeats)
-                lines.append(f"| {shape} | {threads} | {batch} | {speed['fp32']:,.0f} | "
-                             f"{speed['int8']:,.0f} | {speed['int8'] / speed['fp32']:.2f}x | "
-                             f"{rates['fp32']:.0f} | {rates['int8']:.0f} |")
+                lines.append(f"| {shape} | {threads} | {batch} | "
+                             + " | ".join(f"{speed[p]:,.0f}" for p in PRECISIONS) + " | "
+                             + " | ".join(f"{speed[p] / speed['fp32']:.2f}x" for p in others)
+                             + " | " + " | ".join(f"{rates[k]:.0f}" for k in rates) + " |")
             bilm.set_precision("fp32")
     return lines
+
+
+def engines_section(shapes: List[str], bilms: Dict[str, BiLM], batch64: List[List[str]],
+                    repeats: int) -> List[str]:
+    """int8 tokens/s (batch 64) with the weights packed for each quantized engine."""
+    chosen = int8.int8_engine()
+    engines = [e for e in ("x86", "fbgemm", "onednn") if e in
+               torch.backends.quantized.supported_engines]
+    lines = ["", f"## int8 on each quantized engine (tokens/s, batch 64; `{chosen}` is the "
+             "one precision int8 uses here)", "",
+             "| shape | threads | " + " | ".join(engines) + " |",
+             "|---|---|" + "---|" * len(engines)]
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for shape in shapes:
+            bilm = bilms[shape]
+            bilm.set_precision("int8")
+            speed = {}
+            for engine in engines:
+                with packed_for(engine):
+                    bilm.weights_changed()  # the int8 copies packed again for this engine
+                    speed[engine] = tokens_per_second(bilm, batch64, 64, repeats)
+            bilm.weights_changed()
+            bilm.set_precision("fp32")
+            lines.append(f"| {shape} | {threads} | "
+                         + " | ".join(f"{speed[e]:,.0f}" for e in engines) + " |")
+    return lines
+
+
+@contextlib.contextmanager
+def packed_for(engine: str) -> Iterator[None]:
+    """int8 copies made in the block are packed for `engine` instead of the chosen one."""
+    chosen = int8.int8_engine
+    int8.int8_engine = lambda: engine
+    try:
+        yield
+    finally:
+        int8.int8_engine = chosen
 
 
 def latency_section(shapes: List[str], models: Dict[str, Path], texts20: List[str],
@@ -258,15 +409,19 @@ def latency_section(shapes: List[str], models: Dict[str, Path], texts20: List[st
     lines: List[str] = []
     lines += ["", f"## Latency of nlp(text), one 20-token sentence a call ({calls} calls, "
               "1 thread, word cache on)", "",
-              "| shape | fp32 p50 / p95 ms | int8 p50 / p95 ms | int8 : fp32 (p50) | "
-              "AllenNLP's reported |", "|---|---|---|---|---|"]
+              "| shape | " + " | ".join(f"{p} p50 / p95 ms" for p in PRECISIONS) + " | "
+              + " | ".join(f"{p} : fp32 (p50)" for p in PRECISIONS[1:])
+              + " | AllenNLP's reported |",
+              "|---|" + "---|" * (2 * len(PRECISIONS))]
     torch.set_num_threads(1)
     for shape in shapes:
         ms = {p: latency(elmo_nlp(models[shape], p), texts20) for p in PRECISIONS}
-        lines.append(f"| {shape} | {ms['fp32']['p50']:.1f} / {ms['fp32']['p95']:.1f} | "
-                     f"{ms['int8']['p50']:.1f} / {ms['int8']['p95']:.1f} | "
-                     f"{ms['int8']['p50'] / ms['fp32']['p50']:.2f}x | "
-                     f"{1000 * ALLENNLP_SECONDS_PER_SENTENCE:.0f} ms |")
+        lines.append(f"| {shape} | "
+                     + " | ".join(f"{ms[p]['p50']:.1f} / {ms[p]['p95']:.1f}"
+                                  for p in PRECISIONS) + " | "
+                     + " | ".join(f"{ms[p]['p50'] / ms['fp32']['p50']:.2f}x"
+                                  for p in PRECISIONS[1:])
+                     + f" | {1000 * ALLENNLP_SECONDS_PER_SENTENCE:.0f} ms |")
     return lines
 
 

@@ -6,11 +6,12 @@ a fraction of the matmul rate measured in the same run; and where the fast step'
     python benchmarks/bench_pretrain.py --out benchmarks/results/pretrain.md
 
 Shapes: `bundled` (configs/pretrain_lm_en.json: the bundled biLM's shape and negatives) and
-the presets. bf16 runs only on CPUs with AVX512-BF16 or AMX (elsewhere it is emulated, and
-the bf16 matmul rate in the report shows how slow). Batches are synthetic (Zipf-distributed
-random words, so the number of distinct tokens per window is realistic) and go through the
-real `BatchMaker` and `BiLanguageModel`. FLOPs are counted analytically (multiply-adds x 2;
-backward = 2 x forward).
+the presets. bf16 (`--precision bf16`: bf16 copies of the weights, the fused LSTM backward,
+one thread a direction) runs only on CPUs with AVX512-BF16 or AMX, or with --force-bf16
+(emulated: the bf16 matmul rate in the report shows how slow). Batches are synthetic
+(Zipf-distributed random words, so the number of distinct tokens per window is realistic)
+and go through the real `BatchMaker` and `BiLanguageModel`. FLOPs are counted analytically
+(multiply-adds x 2; backward = 2 x forward).
 """
 
 from __future__ import annotations
@@ -33,12 +34,17 @@ import torch
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, preset
 from spacy_elmo.bilm.directions import concurrent_directions
+from spacy_elmo.bilm.hardware import (
+    ALLOW_EMULATED_BF16,
+    cpu_flags,
+    cpu_isa,
+    cpu_model,
+    native_bf16,
+)
 from spacy_elmo.bilm.lm import BiLanguageModel, LMBatch
 from spacy_elmo.pretrain.batches import BatchMaker
 from spacy_elmo.pretrain.config import PretrainConfig
-from spacy_elmo.pretrain.machine import cpu_flags, cpu_model
 from spacy_elmo.pretrain.optim import make_optimizer
-from spacy_elmo.pretrain.precision import autocast, native_bf16
 from spacy_elmo.pretrain.trainer import update
 from spacy_elmo.pretrain.vocab import Vocab
 
@@ -148,7 +154,8 @@ PATHS = {
     "fast": StepPath("fast (fused LSTM backward, fused Adagrad)", "fused", True, "fp32", "off"),
     "fast-directions": StepPath("fast + directions on two threads (the default)", "fused",
                                 True, "fp32", "auto"),
-    "fast-bf16": StepPath("fast + bf16 autocast", "fused", True, "bf16", "auto"),
+    "fast-bf16": StepPath("fast + bf16 (one thread a direction)", "fused", True, "bf16",
+                          "auto"),
 }
 
 
@@ -180,6 +187,7 @@ def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, wi
     torch.manual_seed(0)
     model = BiLanguageModel(BiLM(options), len(vocab), n_negatives=n_negatives).train()
     model.bilm.lstm.set_fused_backward(path.lstm_backward == "fused")
+    model.set_training_precision(path.precision)
     config = PretrainConfig(train=["synthetic"], optimizer="adagrad", lr=0.2, window=window,
                             batch_size=rows, n_negatives=n_negatives, precision=path.precision)
     if path.fused_optimizer:
@@ -192,8 +200,7 @@ def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, wi
     def train_step() -> None:
         torch.set_num_threads(threads)
         with concurrent_directions(path.directions):
-            with autocast(torch.device("cpu"), path.precision):
-                out = model(batch)
+            out = model(batch)
             update(config, model, optimizer, out.mean_loss, config.lr)
 
     return train_step, batch, model
@@ -203,8 +210,11 @@ def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str
     """Every (shape, path, threads, rows) case timed round-robin in one process."""
     vocab = make_vocab(args.vocab)
     paths = [p for p in args.paths.split(",")]
-    if "fast-bf16" in paths and not native_bf16(torch.device("cpu")) and not args.force_bf16:
-        paths.remove("fast-bf16")  # emulated: minutes per step; the matmul rates say why
+    if "fast-bf16" in paths and not native_bf16(torch.device("cpu")):
+        if args.force_bf16:
+            os.environ[ALLOW_EMULATED_BF16] = "1"
+        else:
+            paths.remove("fast-bf16")  # emulated: slow; the matmul rates say how slow
     cases: Dict[str, Callable[[], object]] = {}
     meta: Dict[str, Dict[str, object]] = {}
     for shape in args.shapes.split(","):
@@ -260,11 +270,14 @@ def run_all(args: argparse.Namespace) -> Tuple[List[Dict[str, object]], Dict[str
 def report(results: List[Dict[str, object]], rates: Dict[str, float],
            args: argparse.Namespace, command: str) -> str:
     flags = sorted({"avx2", "avx512f", "avx512_bf16", "amx_bf16"} & cpu_flags())
+    emulated = args.force_bf16 and not native_bf16(torch.device("cpu"))
     lines = [
         "# Pretraining throughput (CPU), every path side by side in one run", "",
         f"Command: `{command}`", "",
         f"{datetime.date.today().isoformat()}; CPU: {cpu_model()} (flags: "
-        f"{', '.join(flags) or 'none of avx2/avx512/bf16'}); torch {torch.__version__}; "
+        f"{', '.join(flags) or 'none of avx2/avx512/bf16'}; {cpu_isa()}"
+        f"{'; bf16 EMULATED (forced)' if emulated else ''}"
+        f"); torch {torch.__version__}; "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}. Best of {args.repeats} "
         "round-robin repeats per figure. Matmul rates measured in the same run (before and "
         "after, the higher kept): " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s"

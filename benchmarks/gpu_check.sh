@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One short GPU check (under 8 minutes) for a CUDA machine with a CUDA build of torch:
-#   1. the fixture and component tests on the GPU,
+#   1. the fixture and component tests on the GPU (bf16 inference and the bf16 fused LSTM
+#      backward against autograd's included, where the GPU has native bf16),
 #   2. a 50-step `spacy train --gpu-id 0` of configs/ner_textcat_elmo.cfg on a toy corpus,
 #   3. biLM embedding throughput on GPU vs CPU,
-#   4. GPU pretraining tokens/s (fused vs autograd LSTM backward, fp32 vs bf16, 64 and 512 rows),
-#   5. fp16/bf16 inference against fp32 (tokens/s, error per layer; benchmarks/bench_half.py),
+#   4. GPU pretraining tokens/s (fused vs autograd LSTM backward, fp32 vs native bf16, 64 and
+#      512 rows),
+#   5. bf16 inference against fp32 (tokens/s, per-token cosine per layer, the same run's fp32
+#      and bf16 matmul rates; benchmarks/bench_precision.py --device cuda),
 #   6. sharded `embed` on the GPU under torchrun against one process (time, same vectors).
 # Usage: bash benchmarks/gpu_check.sh  (from the repository root; installs CuPy if missing)
 set -euo pipefail
@@ -94,8 +97,8 @@ name, prec, rows = sys.argv[2].split()
 print(f"| {name} {prec} | {rows} | {sum(speeds) / len(speeds):,.0f} |")
 PY
 done
-echo "== 5. fp16 / bf16 inference against fp32 (autocast; random weights)"
-python benchmarks/bench_half.py --device cuda --shapes small,original
+echo "== 5. bf16 inference against fp32 (the native bf16 path; bundled and random weights)"
+python benchmarks/bench_precision.py --device cuda --sections error,speed --shapes small,original
 echo "== 6. sharded embed on the GPU (torchrun, 1 process a GPU) against one process"
 python - "$tmp" <<'PY'
 import json, sys

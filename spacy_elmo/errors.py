@@ -384,6 +384,16 @@ class Errors(metaclass=Catalogue):
     E170 = ("Cannot lock '{path}' to write into it ('{lock}': {err}): {fix}. Reading it "
             "(info, perplexity, export into another directory) needs no lock.")
 
+    # bf16 precision (E230-E249)
+    E230 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
+            "or AMX on a CPU, Ampere or newer on a GPU): torch would emulate every bf16 matmul, "
+            "several times slower than fp32 (on an AVX-512 CPU without them, 1/7 of the fp32 "
+            "rate). Use precision 'fp32' here (or 'int8' for inference on the CPU). To run "
+            "bf16 anyway, e.g. to test it, set the environment variable "
+            "SPACY_ELMO_ALLOW_EMULATED_BF16=1.")
+    E231 = ("Unknown training precision '{precision}'; choose one of: {known} (int8 serves "
+            "inference only).")
+
 
 class Warnings(metaclass=Catalogue):
     # Reading models and text (W001-W009)

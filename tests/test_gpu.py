@@ -75,3 +75,44 @@ def test_bf16_pretraining_step_on_gpu(tmp_path):
                    progress=False)
     assert result.step == 4
     assert next(result.model.parameters()).dtype == torch.float32
+
+
+def test_bf16_inference_on_gpu_is_close_to_fp32(fixture_dir, fixture_sentences):
+    """The native bf16 path (bf16 copies, gate sums in fp32) on a GPU with bf16."""
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
+    bilm = load_bilm(fixture_dir / "lm_weights.hdf5", fixture_dir / "options.json").cuda()
+    ids = batch_to_ids([s.split() for s in fixture_sentences[0]]).cuda()
+    mask = (ids > 0).any(-1)
+    with torch.inference_mode():
+        fp32 = bilm(ids).layers
+        bilm.set_precision("bf16")
+        out = bilm(ids).layers
+    assert out.dtype == torch.float32 and not torch.equal(out, fp32)
+    for k in range(out.shape[0]):
+        assert F.cosine_similarity(fp32[k][mask], out[k][mask], dim=-1).min() > 0.99
+
+
+def test_bf16_fused_lstm_backward_on_gpu_matches_autograd():
+    from spacy_elmo.bilm import BiLM, preset
+
+    if not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no native bf16")
+    torch.manual_seed(0)
+    bilm = BiLM(preset("tiny")).cuda()
+    bilm.set_training_precision("bf16")
+    x = torch.randn(2, 8, 12, bilm.options.projection_dim, device="cuda")
+    lengths = torch.tensor([12, 12, 9, 12, 3, 12, 12, 1], device="cuda")
+    grads = []
+    for fused in (False, True):
+        bilm.zero_grad()
+        bilm.lstm.set_fused_backward(fused)
+        xx = x.clone().requires_grad_(True)
+        outputs, _ = bilm.lstm(xx[0], xx[1], lengths)
+        sum((o * (k + 1)).sum() for k, o in enumerate(outputs)).backward()
+        grads.append([xx.grad] + [p.grad.clone() for p in bilm.lstm.parameters()])
+    for a, b in zip(*grads, strict=True):
+        assert b.dtype == torch.float32
+        torch.testing.assert_close(b, a, rtol=0, atol=2e-2 * float(a.abs().max()))

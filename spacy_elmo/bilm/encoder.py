@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, cast
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Tuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import bf16
 from .int8 import Int8Matmul
 from .options import BiLMOptions
-from .stamp import weights_stamp
+from .precision import active_precision
+from .stamp import DerivedCopies
 
 Product = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Products(NamedTuple):
+    """What a forward multiplies by: the char CNN's filters (n_filters, dim, max_width) and
+    the character embedding table they read (fp32, or bf16 copies), and the highway and
+    projection products."""
+
+    filters: torch.Tensor
+    chars: torch.Tensor
+    linears: List[Product]
 
 
 class CharCNNEncoder(nn.Module):
@@ -54,25 +66,41 @@ class CharCNNEncoder(nn.Module):
                                       for _ in range(o.n_highway))
         self.projection = nn.Linear(o.word_dim + o.n_filters, o.projection_dim)
         self.activation = torch.relu if o.activation == "relu" else torch.tanh
-        # "int8": inference (no gradients) through int8 copies of the highway and
-        # projection matrices (the char CNN stays fp32)
+        # without gradients `precision`, with them `training_precision` (`precision.py`):
+        # "bf16" runs the char CNN, highways and projection in bf16; "int8" (inference
+        # only) the highway and projection products through int8 copies (the char CNN
+        # stays fp32)
         self.precision = "fp32"
-        self._int8: Optional[Tuple[Any, List[Product]]] = None
+        self.training_precision = "fp32"
+        self.copies = DerivedCopies()
         self.reset_parameters()
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return dict(self.__dict__, _int8=None)  # int8 copies are remade where they're used
+    def _padded_filters(self) -> torch.Tensor:
+        """Every filter zero-padded on the right to the widest: (n_filters, dim, max_width)."""
+        return torch.cat([F.pad(w, (0, self.max_width - w.shape[-1]))
+                          for w in self.conv_weights])
 
-    def _linears(self) -> List[Product]:
-        """The highway layers' products, then the projection's: int8 copies when the
-        precision says so and no gradient is wanted, else the layers themselves."""
+    def products(self) -> Products:
+        """The filters, character table and linear products of a call now: the parameters
+        and layers themselves (fp32), bf16 copies (kept for inference until the weights
+        change, cast anew with gradients), or int8 copies of the linear layers."""
+        precision = active_precision(self.precision, self.training_precision)
         layers = [*cast(Iterable[nn.Linear], self.highways), self.projection]
-        if self.precision != "int8" or torch.is_grad_enabled():
-            return list(layers)
-        now = weights_stamp([p for layer in layers for p in (layer.weight, layer.bias)])
-        if self._int8 is None or self._int8[0] != now:
-            self._int8 = (now, [Int8Matmul(layer.weight.t(), layer.bias) for layer in layers])
-        return self._int8[1]
+        if precision == "fp32":
+            return Products(self._padded_filters(), self.char_embedding.weight, list(layers))
+
+        def make() -> Products:
+            if precision == "int8":
+                return Products(self._padded_filters(), self.char_embedding.weight,
+                                [Int8Matmul(layer.weight.t(), layer.bias) for layer in layers])
+            return Products(bf16.copy(self._padded_filters()),
+                            bf16.copy(self.char_embedding.weight),
+                            [bf16.Bf16Linear(bf16.copy(layer.weight.t()), layer.bias)
+                             for layer in layers])
+
+        if torch.is_grad_enabled():
+            return make()
+        return self.copies.get(precision, list(self.parameters()), make)
 
     def reset_parameters(self) -> None:
         for embedding in (self.char_embedding, self.word_embedding):
@@ -96,8 +124,10 @@ class CharCNNEncoder(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         n = self.options.n_filters
         chars = char_ids[:, : self.options.max_characters_per_token]
-        h = self.activation(self.max_pool_conv(chars) + torch.cat(list(self.conv_biases)))
-        *highways, projection = self._linears()
+        products = self.products()
+        h = self.activation(self.max_pool_conv(chars, products)
+                            + torch.cat(list(self.conv_biases)))
+        *highways, projection = products.linears
         for hw in highways:
             both = hw(h)
             # carry * relu(transform) + (1 - carry) * h, in fewer passes
@@ -107,20 +137,19 @@ class CharCNNEncoder(nn.Module):
             h = torch.cat([words, h], dim=-1)
         return projection(h)
 
-    def max_pool_conv(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, chars) ids -> (N, n_filters): each filter's max over positions, no bias."""
-        weight = torch.cat([F.pad(w, (0, self.max_width - w.shape[-1]))
-                            for w in self.conv_weights])  # (n_filters, dim, max_width)
+    def max_pool_conv(self, char_ids: torch.Tensor, products: Products) -> torch.Tensor:
+        """(N, chars) ids -> (N, n_filters): each filter's max over positions, no bias (in
+        the dtype of the products' filters)."""
+        weight, table = products.filters, products.chars  # (n_filters, dim, max_width)
         # the value of a window made only of padding characters
-        pad_window = torch.einsum("fdk,d->f", weight,
-                                  self.char_embedding.weight[self.pad_id])
+        pad_window = torch.einsum("fdk,d->f", weight, table[self.pad_id])
         used = _used_lengths(char_ids, self.pad_id)
         order = torch.argsort(used, stable=True)
         pooled: List[torch.Tensor] = []
         flat_weight = weight.flatten(1).t()  # (dim * max_width, n_filters)
         for start, stop, n_pos in self._chunks(used[order].tolist()):
             rows = order[start:stop]
-            pooled.append(self._pool_chunk(char_ids[rows], n_pos, flat_weight))
+            pooled.append(self._pool_chunk(char_ids[rows], n_pos, flat_weight, table))
         out = torch.cat(pooled)[torch.argsort(order)] if pooled else (
             flat_weight.new_zeros(0, flat_weight.shape[1]))
         needs_pad = used[:, None] <= self.last_start[None, :]
@@ -137,11 +166,11 @@ class CharCNNEncoder(nn.Module):
         if start < len(sorted_used):
             yield start, len(sorted_used), max(1, sorted_used[-1])
 
-    def _pool_chunk(self, char_ids: torch.Tensor, n_pos: int, flat_weight: torch.Tensor
-                    ) -> torch.Tensor:
+    def _pool_chunk(self, char_ids: torch.Tensor, n_pos: int, flat_weight: torch.Tensor,
+                    table: torch.Tensor) -> torch.Tensor:
         """Max over the first `n_pos` window starts of (rows, chars) ids."""
         n_chars = char_ids.shape[1]
-        x = self.char_embedding(char_ids[:, : n_pos + self.max_width - 1])
+        x = F.embedding(char_ids[:, : n_pos + self.max_width - 1], table, padding_idx=0)
         x = F.pad(x, (0, 0, 0, n_pos + self.max_width - 1 - x.shape[1]))
         windows = x.unfold(1, self.max_width, 1)  # (rows, n_pos, dim, max_width)
         conv = (windows.reshape(-1, flat_weight.shape[0]) @ flat_weight).view(

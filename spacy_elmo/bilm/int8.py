@@ -4,44 +4,49 @@ Each weight matrix of the token encoder's highway and projection layers and of e
 (input, recurrent and projection matrices, both directions) gets an int8 copy, quantized
 symmetrically per output column; activations are quantized per call (dynamic quantization),
 products accumulate in int32 and come back in fp32, through torch's `quantized::linear_dynamic`
-kernels (fbgemm or oneDNN). The character CNN, the gates, clipping, residuals and the cell
-state stay fp32, and so do the model's parameters: the int8 copies sit beside them, are not
-saved, and are made again when the parameters change (fine-tuning), so a pipeline saved with
-`precision = "int8"` holds the fp32 weights and quantizes them when it loads.
+kernels on the best engine this CPU has (`int8_engine`). The character CNN, the gates,
+clipping, residuals and the cell state stay fp32, and so do the model's parameters: the
+int8 copies sit beside them, are not saved, and are made again when the parameters change
+(fine-tuning), so a pipeline saved with `precision = "int8"` holds the fp32 weights and
+quantizes them when it loads.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import torch
 
-from ..errors import ElmoError, Errors
-
-PRECISIONS = ("fp32", "int8")
+from .hardware import native_int8_dot
 
 
 def int8_engine() -> Optional[str]:
-    """The quantized engine torch runs int8 products with here, or None without one."""
+    """The quantized engine the int8 products run on here, or None without one: oneDNN where
+    the CPU adds int8 products straight into int32 (VNNI; AMX-INT8 tiles on Intel Sapphire
+    Rapids and later, which only oneDNN uses), else fbgemm (torch's "x86" engine packs
+    linear products for fbgemm), else qnnpack (ARM)."""
     engines = torch.backends.quantized.supported_engines
-    for engine in ("x86", "fbgemm", "onednn", "qnnpack"):
+    order = (("onednn", "x86", "fbgemm", "qnnpack") if native_int8_dot()
+             else ("x86", "fbgemm", "onednn", "qnnpack"))
+    for engine in order:
         if engine in engines:
             return engine
     return None
 
 
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse a precision this machine can't run: an unknown name (E150), int8 off the CPU
-    (E151), a torch without quantized kernels (E152)."""
-    if precision not in PRECISIONS:
-        raise ElmoError(Errors.E150.format(precision=precision, known=", ".join(PRECISIONS)))
-    if precision != "int8":
-        return
-    if device.type != "cpu":
-        raise ElmoError(Errors.E151.format(device=device))
-    if int8_engine() is None or not hasattr(torch.ops.quantized, "linear_dynamic"):
-        raise ElmoError(Errors.E152.format(version=torch.__version__))
+@contextmanager
+def _engine(engine: Optional[str]) -> Iterator[None]:
+    """torch's quantized engine set to `engine` while weights are packed for it (a packed
+    weight runs on its own engine's kernels whatever the setting later), then set back."""
+    before = torch.backends.quantized.engine
+    if engine is not None:
+        torch.backends.quantized.engine = engine
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
 
 
 class Int8Matmul:
@@ -60,14 +65,17 @@ class Int8Matmul:
             # feeds are what runs int8 on CPU today (check_precision says when they're gone)
             warnings.simplefilter("ignore")
             quantized = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
-            self.packed = torch.ops.quantized.linear_prepack(quantized, None)
+            with _engine(int8_engine()):
+                self.packed = torch.ops.quantized.linear_prepack(quantized, None)
         self.bias = None if bias is None else bias.detach().to(torch.float32).clone()
         self.n_out = w.shape[0]
         self.guard = torch.zeros(2, w.shape[1])
         self.guard[0, 0], self.guard[1, 0] = -1.0, 1.0
-        # fbgemm's AVX2 path adds pairs of u8 x s8 products in int16: 7-bit activations
-        # keep those sums from saturating (as torch's own dynamic quantization does)
-        self.reduce_range = int8_engine() in ("x86", "fbgemm")
+        # without VNNI, pairs of u8 x s8 products are added in int16 (fbgemm's and oneDNN's
+        # AVX2 paths): 7-bit activations keep those sums from saturating, as torch's own
+        # dynamic quantization does. With VNNI or AMX all 8 bits are safe, and they halve
+        # the error (1 - cosine to fp32) of the original shape's layers
+        self.reduce_range = not native_int8_dot()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1]).to(torch.float32)

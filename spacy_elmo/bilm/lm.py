@@ -67,6 +67,13 @@ class BiLanguageModel(nn.Module):
         self.dropout.p = rate
         self.bilm.set_dropout(rate)
 
+    def set_training_precision(self, precision: str) -> None:
+        """Train in "fp32" or "bf16" (bf16 products over fp32 master weights: biLM and
+        sampled softmax; `BiLM.set_training_precision`). Evaluation runs the biLM's
+        inference precision (fp32 unless set) and the full softmax in fp32."""
+        self.bilm.set_training_precision(precision)
+        self.softmax.training_precision = precision
+
     def forward(self, batch: LMBatch, state: Optional[LSTMState] = None) -> LMOutput:
         """Sampled-softmax losses in training mode, full-softmax losses in eval mode."""
         vectors = self.bilm.encoder(batch.chars)

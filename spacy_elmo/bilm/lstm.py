@@ -12,19 +12,23 @@ options: 0.0 for models that store the whole bias, as ELMoForManyLangs does).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, cast
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple, Union, cast
 
 import torch
 from torch import nn
 
+from . import bf16
 from .directions import BOTH, joined, run_directions
 from .int8 import DirectionPair
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
-from .stamp import weights_stamp
+from .precision import active_precision
+from .stamp import DerivedCopies
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 Recurrence = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Matrices = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # input, hidden, projection
+Int8Pairs = Tuple[DirectionPair, DirectionPair, DirectionPair]
 
 
 @dataclass
@@ -63,13 +67,15 @@ class ProjectedLSTMLayer(nn.Module):
         self.bias = nn.Parameter(torch.empty(2, 4 * H))
         self.w_proj = nn.Parameter(torch.empty(2, H, P))
         # with gradients and outside autocast: the hand-written backward of `lstm_fused`
-        # (same forward, bitwise); under autocast (bf16) or with False, autograd through
-        # `_step`, the reference
+        # (same forward, bitwise); under a caller's autocast or with False, autograd
+        # through `_step`, the reference
         self.fused_backward = True
-        # "int8": inference (no gradients) through int8 copies of the three matrices
+        # without gradients `precision`, with them `training_precision` (`precision.py`):
+        # "bf16" through bf16 copies of the three matrices, "int8" (inference only)
+        # through int8 copies
         self.precision = "fp32"
-        self._int8: Optional[Tuple[Any, Tuple[DirectionPair, DirectionPair, DirectionPair]]] = (
-            None)
+        self.training_precision = "fp32"
+        self.copies = DerivedCopies()
         forget = torch.zeros(4 * H)
         forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
@@ -83,33 +89,38 @@ class ProjectedLSTMLayer(nn.Module):
         nn.init.zeros_(self.bias)
         nn.init.uniform_(self.w_proj, -(3.0 / H) ** 0.5, (3.0 / H) ** 0.5)
 
-    def __getstate__(self) -> Dict[str, Any]:
-        return dict(self.__dict__, _int8=None)  # int8 copies are remade where they're used
-
-    def _int8_pairs(self) -> Tuple[DirectionPair, DirectionPair, DirectionPair]:
-        """int8 copies of the input, recurrent and projection matrices, remade when the
-        weights change."""
+    def _matrices(self, precision: str) -> Union[None, Matrices, Int8Pairs]:
+        """The input, recurrent and projection matrices a call of `precision` multiplies
+        by: None for the fp32 weights themselves, else their bf16 or int8 copies (kept for
+        inference until the weights change; with gradients, bf16 cast anew each call)."""
         weights = (self.w_input, self.w_hidden, self.w_proj)
-        now = weights_stamp(weights)
-        if self._int8 is None or self._int8[0] != now:
-            self._int8 = (now, cast(Tuple[DirectionPair, DirectionPair, DirectionPair],
-                                    tuple(DirectionPair(w) for w in weights)))
-        return self._int8[1]
+        if precision == "fp32":
+            return None
+        if precision == "bf16" and torch.is_grad_enabled():
+            return cast(Matrices, tuple(bf16.copy(w) for w in weights))
+        if precision == "bf16":
+            return self.copies.get("bf16", weights, lambda: cast(
+                Matrices, tuple(bf16.copy(w) for w in weights)))
+        return self.copies.get("int8", weights, lambda: cast(
+            Int8Pairs, tuple(DirectionPair(w) for w in weights)))
 
-    def _products(self, dirs: slice, pairs: Optional[Tuple[DirectionPair, ...]]
+    def _products(self, dirs: slice, matrices: Union[None, Matrices, Int8Pairs]
                   ) -> Tuple[Product, Recurrence, Product]:
         """The input product, the recurrent step (input gates + h @ W_hidden) and the
-        projection of the directions `dirs`: through the int8 copies `pairs`, or (None) fp32
-        batched matmuls (the recurrent step one baddbmm, op for op as in `lstm_fused`)."""
-        if pairs is not None:
+        projection of the directions `dirs`: through int8 copies, or batched matmuls of the
+        fp32 weights (None) or of bf16 copies (the recurrent step a baddbmm, op for op as in
+        `lstm_fused`)."""
+        if matrices is not None and isinstance(matrices[0], DirectionPair):
+            pairs = cast(Int8Pairs, matrices)
             project_input, recur, project = (
                 pairs if dirs == BOTH else tuple(p.directions[dirs.start] for p in pairs))
             return project_input, lambda gates, h: gates + recur(h), project
-        w_input, w_hidden, w_proj = (_directions(w, dirs)
-                                     for w in (self.w_input, self.w_hidden, self.w_proj))
-        return (lambda x: torch.bmm(x, w_input),
-                lambda gates, h: torch.baddbmm(gates, h, w_hidden),
-                lambda m: torch.bmm(m, w_proj))
+        w_input, w_hidden, w_proj = (
+            _directions(w, dirs) for w in (matrices or (self.w_input, self.w_hidden,
+                                                        self.w_proj)))
+        return (lambda x: bf16.bmm(x, w_input),
+                lambda gates, h: bf16.baddbmm(gates, h, w_hidden),
+                lambda m: bf16.bmm(m, w_proj))
 
     def run_packed(self, x: torch.Tensor, batch_sizes: List[int], h0: torch.Tensor,
                    c0: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -121,19 +132,22 @@ class ProjectedLSTMLayer(nn.Module):
         Returns the outputs packed alike (2, sum(batch_sizes), proj) and the final (h, c),
         each row's taken after its own last step."""
         sizes = [n for n in batch_sizes if n > 0]
+        # the copies made here, not by both directions' threads at once
+        matrices = self._matrices(active_precision(self.precision, self.training_precision))
         if (self.fused_backward and sizes and torch.is_grad_enabled()
                 and not torch.is_autocast_enabled(x.device.type)):
+            # bf16 copies: the fused backward computes their gradients itself
+            compute = None if matrices is None else cast(
+                Matrices, tuple(cast(torch.Tensor, m).detach() for m in matrices))
             return fused_lstm_layer(x, self.w_input, self.w_hidden,
                                     self.bias + self.forget_bias, self.w_proj, h0, c0, sizes,
-                                    self.cell_clip, self.proj_clip, self.projection_rows)
-        # the int8 copies made here, not by both directions' threads at once
-        int8 = self.precision == "int8" and not torch.is_grad_enabled()
-        pairs = self._int8_pairs() if int8 else None
+                                    self.cell_clip, self.proj_clip, self.projection_rows,
+                                    compute)
         bias = self.bias + self.forget_bias
 
         def run(dirs: slice) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return self._run(x[dirs], sizes, h0[dirs], c0[dirs], bias[dirs, None, :],
-                             self._products(dirs, pairs))
+                             self._products(dirs, matrices))
 
         out, h, c = cast(List[torch.Tensor], joined(run_directions(run, x.device)))
         return out, h, c
@@ -222,15 +236,20 @@ class BiLSTMStack(nn.Module):
         self.dropout = nn.Dropout(0.0)
 
     def set_fused_backward(self, fused: bool) -> None:
-        """Train with the hand-written backward (True) or autograd's (False). Under autocast
-        (bf16 training) autograd's runs either way."""
+        """Train with the hand-written backward (True) or autograd's (False). Under a
+        caller's autocast autograd's runs either way."""
         for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
             layer.fused_backward = fused
 
-    def set_precision(self, precision: str) -> None:
-        """Inference precision of every layer ("fp32" or "int8")."""
+    def set_precision(self, precision: str, *, training: bool = False) -> None:
+        """The inference precision (fp32, bf16, int8), or with `training` the precision
+        with gradients (fp32, bf16), of every layer."""
         for layer in cast(Iterable[ProjectedLSTMLayer], self.layers):
-            layer.precision = precision
+            if training:
+                layer.training_precision = precision
+            else:
+                layer.precision = precision
+            layer.copies.clear()  # the copies of the other precision go
 
     def forward(self, x_fwd: torch.Tensor, x_bwd: torch.Tensor, lengths: torch.Tensor,
                 state: Optional[LSTMState] = None) -> Tuple[List[torch.Tensor], LSTMState]:
@@ -241,7 +260,7 @@ class BiLSTMStack(nn.Module):
         """
         rows, steps, _ = x_fwd.shape
         if state is None:
-            # at least fp32: under bf16 autocast the cell state stays fp32
+            # at least fp32: under a caller's bf16 autocast the cell state stays fp32
             dtype = torch.promote_types(x_fwd.dtype, torch.float32)
             state = LSTMState.zeros(self.options, rows, x_fwd.device, dtype)
         order = torch.argsort(lengths, descending=True, stable=True)

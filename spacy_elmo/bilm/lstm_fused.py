@@ -7,7 +7,9 @@ reverse with a handful of fused elementwise ops per step, and computes every wei
 gradient (input, hidden, projection, bias) and the input gradient as one large matmul over
 all steps, instead of autograd's small per-step products and its zero-filled gate slices.
 Forward and backward run both directions as one batched op, or each on its own thread
-(`directions`).
+(`directions`). With `compute` (bf16 copies of the three matrices), every product runs in
+bf16 (`bf16.py`: the activations cast to bf16, results and sums in fp32), the weight
+gradients too, and they come back in fp32 for the fp32 master weights.
 """
 
 from __future__ import annotations
@@ -16,20 +18,26 @@ from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
 import torch
 
+from . import bf16
 from .directions import joined, run_directions
+
+Weights = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def fused_lstm_layer(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
                      bias: torch.Tensor, w_proj: torch.Tensor, h0: torch.Tensor,
                      c0: torch.Tensor, sizes: List[int], cell_clip: Optional[float],
-                     proj_clip: Optional[float], group_rows: int
+                     proj_clip: Optional[float], group_rows: int,
+                     compute: Optional[Weights] = None
                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Packed steps x (2, N, in) -> outputs (2, N, proj), final h (2, R, proj) and c.
 
     `bias` includes the constant forget bias; `sizes` are the rows running at each step
-    (non-increasing, positive, summing to N)."""
+    (non-increasing, positive, summing to N). `compute`: the (input, hidden, projection)
+    matrices the products use (bf16 copies), gradients still going to the fp32 weights;
+    None: the weights themselves."""
     out, h, c = _FusedLSTM.apply(x, w_input, w_hidden, bias, w_proj, h0, c0, sizes,
-                                 cell_clip, proj_clip, group_rows)
+                                 cell_clip, proj_clip, group_rows, compute)
     return out, h, c
 
 
@@ -51,8 +59,10 @@ class _FusedLSTM(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
                 bias: torch.Tensor, w_proj: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
                 sizes: List[int], cell_clip: Optional[float], proj_clip: Optional[float],
-                group_rows: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                group_rows: int, compute: Optional[Weights]
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         H = w_proj.shape[1]
+        wi, wh, wp = compute if compute is not None else (w_input, w_hidden, w_proj)
         N = x.shape[1]
         P = h0.shape[-1]
         saved = _Saved(
@@ -66,14 +76,14 @@ class _FusedLSTM(torch.autograd.Function):
         out = x.new_empty(2, N, P)
 
         def run(d: slice) -> Tuple[torch.Tensor, torch.Tensor]:
-            return _forward(x[d], w_input[d], w_hidden[d], bias[d], w_proj[d], h0[d], c0[d],
-                            out[d], saved.part(d), sizes, (cell_clip, proj_clip), group_rows)
+            return _forward(x[d], wi[d], wh[d], bias[d], wp[d], h0[d], c0[d], out[d],
+                            saved.part(d), sizes, (cell_clip, proj_clip), group_rows)
 
         final_h, final_c = cast(List[torch.Tensor], joined(run_directions(run, x.device)))
         ctx.sizes = sizes
         ctx.clips = (cell_clip, proj_clip)
         ctx.n_rows = h0.shape[1]
-        ctx.save_for_backward(x, w_input, w_hidden, w_proj, saved.acts, saved.c_prev,
+        ctx.save_for_backward(x, wi, wh, wp, saved.acts, saved.c_prev,
                               saved.tanh_c, saved.m_all, saved.h_prev,
                               *(t for t in (saved.c_raw, saved.h_raw) if t is not None))
         return out, final_h, final_c
@@ -93,7 +103,7 @@ class _FusedLSTM(torch.autograd.Function):
                              grad_out[d], grad_h[d], grad_c[d], ctx.sizes, ctx.clips,
                              ctx.n_rows, need)
 
-        return (*joined(run_directions(run, x.device)), None, None, None, None)
+        return (*joined(run_directions(run, x.device)), None, None, None, None, None)
 
 
 class _Saved(NamedTuple):
@@ -129,7 +139,7 @@ def _forward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
     offset = 0
     for group_sizes in step_groups(sizes, group_rows):
         n_group = sum(group_sizes)
-        gates_x = torch.bmm(x[:, offset : offset + n_group], w_input).add_(b)
+        gates_x = bf16.bmm(x[:, offset : offset + n_group], w_input).add_(b)
         for gates_t in gates_x.split(group_sizes, dim=1):
             n = gates_t.shape[1]
             rows = slice(offset, offset + n)
@@ -139,7 +149,7 @@ def _forward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
                 h, c = h[:, :n], c[:, :n]
             h_prev[:, rows] = h
             c_prev[:, rows] = c
-            gates = torch.baddbmm(gates_t, h, w_hidden)
+            gates = bf16.baddbmm(gates_t, h, w_hidden)
             act = acts[:, rows]
             torch.sigmoid(gates, out=act)
             act[..., H : 2 * H] = torch.tanh(gates[..., H : 2 * H])
@@ -151,7 +161,7 @@ def _forward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
             tanh_c[:, rows] = tc
             m = tc * act[..., 3 * H :]
             m_all[:, rows] = m
-            h = torch.bmm(m, w_proj)
+            h = bf16.bmm(m, w_proj)
             if h_raw is not None:
                 h_raw[:, rows] = h
                 h = h.clamp(-proj_clip, proj_clip)  # type: ignore[operator]
@@ -168,7 +178,8 @@ def _backward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
               clips: Tuple[Optional[float], Optional[float]], R: int, need: Tuple[bool, ...]
               ) -> List[Optional[torch.Tensor]]:
     """The gradients of x, the four weights, h0 and c0 for the directions on the first
-    axis of every argument (None where not needed)."""
+    axis of every argument (None where not needed); the weights are those the forward
+    multiplied by (bf16 copies: the products in bf16, the gradients in fp32)."""
     cell_clip, proj_clip = clips
     acts, c_prev, c_raw, tanh_c, m_all, h_prev, h_raw = saved
     H = w_proj.shape[1]
@@ -193,7 +204,7 @@ def _backward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
         g = torch.add(dh, grad_out[:, rows], out=d_hraw[:, rows])
         if h_raw is not None:
             g.masked_fill_(h_raw[:, rows].abs() > proj_clip, 0.0)  # type: ignore[operator]
-        dm = torch.bmm(g, w_proj_t)
+        dm = bf16.bmm(g, w_proj_t)
         a = acts[:, rows]
         tc = tanh_c[:, rows]
         o = a[..., 3 * H :]
@@ -211,15 +222,16 @@ def _backward(x: torch.Tensor, w_input: torch.Tensor, w_hidden: torch.Tensor,
         dg[..., 2 * H : 3 * H].mul_(c_prev[:, rows]).mul_(dc)
         dg[..., 3 * H :].mul_(tc).mul_(dm)
         dc = dc * f
-        dh = torch.bmm(dg, w_hidden_t)
+        dh = bf16.bmm(dg, w_hidden_t)
         end = start
     if dh.shape[1] < R:  # rows that never ran pass their final-state gradient through
         dh = torch.cat([dh, grad_h[:, dh.shape[1] :]], dim=1)
         dc = torch.cat([dc, grad_c[:, dc.shape[1] :]], dim=1)
-    return [torch.bmm(d_gates, w_input.transpose(1, 2)) if need[0] else None,
-            torch.bmm(x.transpose(1, 2), d_gates) if need[1] else None,
-            torch.bmm(h_prev.transpose(1, 2), d_gates) if need[2] else None,
+    low = w_input.dtype
+    return [bf16.bmm(d_gates, w_input.transpose(1, 2)) if need[0] else None,
+            bf16.bmm_t(x, d_gates, low) if need[1] else None,
+            bf16.bmm_t(h_prev, d_gates, low) if need[2] else None,
             d_gates.sum(1) if need[3] else None,
-            torch.bmm(m_all.transpose(1, 2), d_hraw) if need[4] else None,
+            bf16.bmm_t(m_all, d_hraw, low) if need[4] else None,
             dh if need[5] else None,
             dc if need[6] else None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, cast
 
 import numpy as np
 import torch
@@ -14,9 +14,9 @@ from ..errors import ElmoError, Errors
 from .chars import CharIds
 from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
-from .int8 import check_precision
-from .lstm import BiLSTMStack, LSTMState
+from .lstm import BiLSTMStack, LSTMState, ProjectedLSTMLayer
 from .options import BiLMOptions
+from .precision import check_precision
 from .stamp import weights_stamp
 from .windows import WORD_CACHE
 
@@ -124,17 +124,41 @@ class BiLM(nn.Module):
 
     @property
     def precision(self) -> str:
-        """"fp32", or "int8": inference through int8 copies of the matrices (see int8.py)."""
+        """The inference precision (calls without gradients): "fp32", "bf16" or "int8"
+        (precision.py)."""
         return self.encoder.precision
 
+    @property
+    def training_precision(self) -> str:
+        """The precision of calls with gradients: "fp32" or "bf16"."""
+        return self.encoder.training_precision
+
     def set_precision(self, precision: str) -> None:
-        """Run inference in `precision` from now on (training always runs fp32). E150-E152
-        where this machine can't."""
+        """Run inference in `precision` from now on (training: `set_training_precision`).
+        E150-E152 and E230 where this machine can't."""
         check_precision(precision, self.device)
         if precision != self.precision and self.word_cache is not None:
             self.word_cache.clear()  # its vectors came from the other precision
         self.encoder.precision = precision
+        self.encoder.copies.clear()
         self.lstm.set_precision(precision)
+
+    def set_training_precision(self, precision: str) -> None:
+        """Run calls with gradients in `precision` ("fp32", or "bf16": bf16 products over
+        the fp32 master weights). E231, or E230 where bf16 would be emulated."""
+        check_precision(precision, self.device, training=True)
+        self.encoder.training_precision = precision
+        self.lstm.set_precision(precision, training=True)
+
+    def weights_changed(self) -> None:
+        """Forget what was computed from the weights (word cache, int8 and bf16 copies):
+        for updates torch's version counters do not see (thinc's optimizers write into the
+        parameters' memory)."""
+        if self.word_cache is not None:
+            self.word_cache.clear()
+        self.encoder.copies.clear()
+        for layer in cast(Iterable[ProjectedLSTMLayer], self.lstm.layers):
+            layer.copies.clear()
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Context-independent vectors of (n, max_chars) ids -> (n, proj).

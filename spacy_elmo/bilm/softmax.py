@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import bf16
+
 
 class LogUniformSampler:
     """Draws class ids with P(k) = log((k + 2) / (k + 1)) / log(n + 1)."""
@@ -43,13 +45,15 @@ class LogUniformSampler:
 
 
 class LMSoftmax(nn.Module):
-    """Weight (vocab, dim) and bias (vocab,); losses are sums over the non-ignored rows."""
+    """Weight (vocab, dim) and bias (vocab,); losses are sums over the non-ignored rows.
+    `training_precision` "bf16": the sampled logits' product in bf16 (sums in fp32)."""
 
     def __init__(self, n_vocab: int, dim: int) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(n_vocab, dim))
         self.bias = nn.Parameter(torch.zeros(n_vocab))
         self.sampler = LogUniformSampler(n_vocab)
+        self.training_precision = "fp32"
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(dim))
 
     def full_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -68,15 +72,18 @@ class LMSoftmax(nn.Module):
         log_q_true = self.sampler.log_expected_count(safe, n_negatives).to(hidden.device)
         true_logits = ((hidden * self.weight[safe]).sum(-1) + self.bias[safe]
                        - log_q_true.to(hidden.dtype))
-        sampled_logits = torch.addmm(self.bias[sampled] - log_q_sampled.to(hidden.dtype),
-                                     hidden, self.weight[sampled].t())
+        offset = self.bias[sampled] - log_q_sampled.to(hidden.dtype)
+        if self.training_precision == "bf16":
+            sampled_logits = bf16.Bf16Linear(bf16.copy(self.weight[sampled].t()), offset)(hidden)
+        else:
+            sampled_logits = torch.addmm(offset, hidden, self.weight[sampled].t())
         # `sampled` is sorted and unique: each row has at most one accidental hit
         col = torch.searchsorted(sampled, safe).clamp_(max=len(sampled) - 1)
         row = torch.nonzero(sampled[col] == safe).squeeze(1)
         sampled_logits.index_put_((row, col[row]),
                                   torch.tensor(torch.finfo(hidden.dtype).min,
                                                dtype=hidden.dtype, device=hidden.device))
-        # in fp32 whatever the matmuls ran in (bf16 autocast)
+        # in fp32 whatever the matmuls ran in (a caller's bf16 autocast)
         true_logits, sampled_logits = true_logits.float(), sampled_logits.float()
         nll = torch.logaddexp(true_logits, torch.logsumexp(sampled_logits, dim=1)) - true_logits
         return nll * keep.to(nll.dtype)

@@ -16,8 +16,8 @@ from tqdm import tqdm
 from wasabi import msg
 
 from ..bilm.embedder import LAYER_MODES, Embedder
-from ..bilm.int8 import check_precision
 from ..bilm.model import BiLM
+from ..bilm.precision import check_precision
 from ..bilm.sources import options_beside
 from ..bilm.stamp import content_digest
 from ..bilm.weights import load_bilm
@@ -81,8 +81,9 @@ def embed_cli(
         "torch CPU threads of this process (default: torch's, OMP_NUM_THREADS or one per "
         "core). Give 1 when running one process per core (--shard).")),
     precision: str = typer.Option("fp32", "--precision", help=(
-        "fp32, or int8: the biLM's matrices as int8 on the CPU (faster, close to fp32; see "
-        "the docs).")),
+        "fp32; bf16: the biLM's products in bf16 where the CPU or GPU has native bf16 "
+        "(AVX512-BF16, AMX; Ampere or newer); int8: its matrices as int8 on the CPU (both "
+        "faster, close to fp32; see the docs).")),
     shard: Optional[str] = typer.Option(None, "--shard", help=(
         "i/N: embed only every N-th line from line i (0-based) into OUTPUT.shard-i-of-N.hdf5; "
         "the last shard to finish writes OUTPUT, an index that opens as one file. Under "

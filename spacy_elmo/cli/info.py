@@ -1,14 +1,19 @@
-"""`spacy-elmo info`: what a biLM holds (options, parameters, output layers)."""
+"""`spacy-elmo info`: what a biLM holds (options, parameters, output layers), and what this
+machine runs it with (CPU, native bf16, the int8 engine)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import torch
 import typer
 from wasabi import msg
 
 from ..bilm.efml import CHAR_DIC, ENCODER, TOKEN_EMBEDDER, WORD_DIC, read_efml
+from ..bilm.hardware import ALLOW_EMULATED_BF16, cpu_isa, cpu_model, native_bf16
+from ..bilm.int8 import int8_engine
 from ..bilm.options import BiLMOptions
 from ..bilm.sources import locate
 from ..bilm.weights import read_hdf5
@@ -32,7 +37,8 @@ def info_cli(
     options: Optional[str] = typer.Option(None, "--options", help=OPTIONS_HELP),
     weights_format: str = typer.Option("auto", "--format", help=FORMAT_HELP),
 ) -> None:
-    """Show a biLM's options, parameter counts per part, and its output layers."""
+    """Show a biLM's options, parameter counts per part, and its output layers; and this
+    machine's precisions."""
     try:
         opts, counts, files = describe_bilm(weights, options, weights_format=weights_format)
     except ElmoError as err:
@@ -46,6 +52,28 @@ def info_cli(
     msg.divider("Output")
     msg.text(f"{opts.n_output_layers} layers (token layer + {opts.n_layers} LSTM layers), "
              f"each {opts.output_dim} wide")
+    msg.divider("Machine")
+    msg.table(describe_machine())
+
+
+def describe_machine() -> List[Tuple[str, str]]:
+    """What this machine runs a biLM with: the CPU and its instruction sets, the quantized
+    engine of precision int8, and whether precision bf16 is native (on the CPU, and on a
+    GPU when torch sees one)."""
+    cpu = torch.device("cpu")
+    engine = int8_engine()
+    rows = [("CPU", f"{cpu_model()}, {os.cpu_count() or '?'} cores"), ("CPU ISA", cpu_isa()),
+            ("int8 engine", engine or "none (precision int8 unavailable)"),
+            ("bf16 on the CPU", _bf16(cpu))]
+    if torch.cuda.is_available():
+        gpu = torch.device("cuda", 0)
+        rows += [("GPU", torch.cuda.get_device_name(gpu)), ("bf16 on the GPU", _bf16(gpu))]
+    return rows
+
+
+def _bf16(device: torch.device) -> str:
+    return ("native" if native_bf16(device) else
+            f"emulated: precision bf16 refused (E230) unless {ALLOW_EMULATED_BF16}=1")
 
 
 def describe_bilm(weights: PathLike, options: Optional[PathLike] = None, *,

@@ -14,12 +14,12 @@ from thinc.shims import PyTorchShim
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, WordCache
-from ..bilm.int8 import PRECISIONS
+from ..bilm.precision import check_precision_name
 from ..bilm.sources import BilmSource
 from ..bilm.weights import load_files
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
-from ..validation import check_all, choice, integer, number
+from ..validation import check_all, integer, number
 from .cache import OutputCache
 from .holder import BiLMHolder
 from .serialize import configured_wins, deserialize_holder, serialize_holder
@@ -38,14 +38,13 @@ class BiLMShim(PyTorchShim):
         super().finish_update(optimizer)
         if updated and holder.bilm is not None:
             holder.generation += 1
-            if holder.bilm.word_cache is not None:
-                holder.bilm.word_cache.clear()
+            holder.bilm.weights_changed()  # word cache, int8 and bf16 copies
 
 
 MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
                "max_sentence_tokens": integer(1),
                "word_cache_size": integer(0), "output_cache_mb": number(0),
-               "dropout": number(0, 1, high_open=True), "precision": choice(PRECISIONS)}
+               "dropout": number(0, 1, high_open=True)}
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v1")
@@ -69,14 +68,16 @@ def build_elmo_model(
     output_cache_mb: memory for outputs of a frozen biLM, reused across training epochs (off
     by default: for inference it only holds memory; the training configs set 2048).
     dropout: the biLM's own dropout, used only when it is fine-tuned.
-    precision: "fp32", or "int8" for inference on the CPU with int8 copies of the biLM's
-    matrices (bilm/int8.py; training runs fp32 either way).
+    precision: the inference precision (bilm/precision.py): "fp32"; "bf16" where the device
+    has native bf16, through bf16 copies of the biLM's weights; "int8" on the CPU, through
+    int8 copies of its matrices (training runs fp32 either way). An unknown name is E150.
     """
     check_all({"batch_size": batch_size, "max_batch_tokens": max_batch_tokens,
                "max_sentence_tokens": max_sentence_tokens,
                "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
-               "dropout": dropout, "precision": precision}, MODEL_RULES, Errors.E020,
+               "dropout": dropout}, MODEL_RULES, Errors.E020,
               {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
+    check_precision_name(precision)
     shim = BiLMShim(BiLMHolder(), serialize_model=serialize_holder,
                     deserialize_model=deserialize_holder)
     wrapper: Model = Model("pytorch", pytorch_forward, shims=[shim], dims={"nI": None, "nO": None},

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
+from ..bilm.precision import TRAINING_PRECISIONS
 from ..errors import ElmoError, Errors
 from ..files import read_json_object
 from ..validation import (
@@ -31,7 +32,6 @@ TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
 DEFAULT_PRESET = "tiny"
 OPTIMIZERS = ("adagrad", "adam", "lazyadam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
-PRECISIONS = ("fp32", "bf16")
 LSTM_BACKWARDS = ("fused", "autograd")
 
 
@@ -151,9 +151,9 @@ class PretrainConfig:
         "cpu, cuda, cuda:N or auto (a GPU if there is one); on the command line --gpu-id N "
         "(-1: the CPU).", flags=())
     precision: str = setting(
-        "system", "fp32", choice(PRECISIONS),
-        "fp32 or bf16 (bf16 matmuls over fp32 weights; pays on GPUs and on CPUs with "
-        "AVX512-BF16/AMX only).")
+        "system", "fp32", choice(TRAINING_PRECISIONS),
+        "fp32 or bf16 (bf16 matmuls over fp32 master weights; only where bf16 is native: "
+        "CPUs with AVX512-BF16 or AMX, GPUs from Ampere).")
     lstm_backward: str = setting(
         "system", "fused", choice(LSTM_BACKWARDS),
         "fused (a hand-written LSTM backward) or autograd (the reference).")

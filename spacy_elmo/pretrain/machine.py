@@ -1,35 +1,12 @@
-"""What a run trains on: the CPU's name and feature flags, the device in words."""
+"""What a run trains on: the device in words (the CPU's name and flags: `bilm.hardware`)."""
 
 from __future__ import annotations
 
 import os
-import platform
-from pathlib import Path
-from typing import Set
 
 import torch
 
-
-def _cpuinfo_field(name: str) -> str:
-    """The first value of `name` in /proc/cpuinfo (Linux; "" elsewhere)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    for line in info.splitlines():
-        if line.split(":", 1)[0].strip() == name:
-            return line.split(":", 1)[1].strip()
-    return ""
-
-
-def cpu_flags() -> Set[str]:
-    """The CPU's feature flags (Linux; empty elsewhere)."""
-    return set(_cpuinfo_field("flags").split())
-
-
-def cpu_model() -> str:
-    """The CPU's model name, e.g. "AMD EPYC 7B13"."""
-    return _cpuinfo_field("model name") or platform.processor() or "unknown CPU"
+from ..bilm.hardware import cpu_model
 
 
 def describe_device(device: torch.device) -> str:

@@ -19,6 +19,7 @@ from ..bilm.chars import CharIds
 from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
+from ..bilm.precision import check_precision
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings, warn
@@ -33,7 +34,6 @@ from .machine import describe_device
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
-from .precision import autocast, check_precision
 from .rundir import (
     CONFIG_NAME,
     CURVES_NAME,
@@ -308,10 +308,12 @@ class Trainer:
         model.n_negatives = config.n_negatives
         model.set_dropout(config.dropout)
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
-        check_precision(ctx.device, config.precision)
         if config.optimizer == "adam" and ctx.is_main:
             warn(Warnings.W013, stacklevel=2)
         self.model = model.to(ctx.device).train()
+        # bf16 products over the fp32 master weights (E230 where bf16 is emulated); the
+        # checkpoint holds fp32 only, so a run resumes in either precision
+        self.model.set_training_precision(config.precision)
         self.net: torch.nn.Module = self.model
         if ctx.distributed:
             self.net = DistributedDataParallel(
@@ -344,12 +346,8 @@ class Trainer:
         batch = self.streams.next_batch().to(self.ctx.device)
         if self.config.state_reset > 0:
             self.state = reset_rows(self.state, self.config.state_reset)
-        with autocast(self.ctx.device, self.config.precision):
-            out = self.net(batch, self.state)
-        # fp32 whatever the precision (bf16 h values are exact in fp32), so that a
-        # checkpoint's state does not depend on it
-        state = out.state.detach()
-        self.state = LSTMState(state.h.float(), state.c.float())
+        out = self.net(batch, self.state)
+        self.state = out.state.detach()  # fp32 in either precision
         loss = out.mean_loss
         update(self.config, self.model, self.optimizer, loss,
                self.config.lr * lr_factor(self.config, self.step))
@@ -504,6 +502,7 @@ def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)
     try:
+        check_precision(config.precision, ctx.device, training=True)  # before any file
         if ctx.is_main:
             warn_inside_corpus(config)
         with RunLock(Path(config.output), active=ctx.is_main) as lock:

@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_embed.py"
 
 
@@ -52,12 +54,28 @@ def test_shard_benchmark_runs_and_compares_outputs(tmp_path):
     assert all(float(d) < 1e-4 for d in difference)  # the same vectors, every way
 
 
-def test_half_precision_benchmark_runs_on_cpu():
-    spec = importlib.util.spec_from_file_location("bench_half", BENCH.parent / "bench_half.py")
+@pytest.mark.filterwarnings("ignore:.*W010")
+def test_precision_benchmark_reports_every_precision_and_engine(monkeypatch):
+    """bf16 forced where this CPU emulates it: close to fp32 in every layer, as int8."""
+    import torch
+
+    from spacy_elmo.bilm.hardware import ALLOW_EMULATED_BF16
+
+    spec = importlib.util.spec_from_file_location("bench_precision",
+                                                  BENCH.parent / "bench_precision.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    text = bench.main(["--device", "cpu", "--shapes", "tiny", "--sentences", "8"])
-    row = next(line for line in text.splitlines() if line.startswith("| tiny | bf16 |"))
-    cosines = [float(cell.split("/")[1]) for cell in row.split("|")[-2].split(";")]
-    assert len(cosines) == 3 and min(cosines) > 0.99  # close to fp32, every layer
+    monkeypatch.setenv(ALLOW_EMULATED_BF16, "1")  # (what --force-bf16 sets) unset afterwards
+    threads = torch.get_num_threads()
+    try:
+        text = bench.main(["--quick", "--force-bf16", "--sections", "error,engines"])
+    finally:
+        torch.set_num_threads(threads)
+    for precision in ("bf16", "int8"):
+        row = next(line for line in text.splitlines()
+                   if line.startswith(f"| small | {precision} |"))
+        cells = [cell.split(" / ") for cell in row.split("|")[3:-1]]
+        assert len(cells) == 3 and all(len(c) == 5 for c in cells)  # max, mean, min, p1, median
+        assert min(float(c[2]) for c in cells) > 0.99  # the worst token of every layer
+    assert "ISA:" in text and "quantized engine" in text and "| small | 1 |" in text

@@ -2,8 +2,8 @@
 
 Each direction runs the same ops on its own slice of the stacked weights, so outputs and
 gradients agree with the stacked run to fp32 rounding (a batch-of-one matmul may round its
-last bit differently from a batch of two); int8 products are per direction either way, so
-there the outputs are equal.
+last bit differently from a batch of two); int8 products are per direction either way, but
+oneDNN's kernels may round their fp32 output's last bit differently on another thread.
 """
 
 import threading
@@ -114,10 +114,7 @@ def test_inference_matches_the_stacked_run(bilm, precision):
             ref = bilm(ids).layers
         with concurrent_directions("on"):
             out = bilm(ids).layers
-    if precision == "int8":
-        assert torch.equal(out, ref)
-    else:
-        torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
     assert not torch.equal(ref[1], ref[2])  # the layers really ran
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from spacy_elmo.bilm import BiLM, WordCache, batch_to_ids, int8, load_bilm, preset
-from spacy_elmo.bilm.int8 import check_precision
+from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
 
 from ..conftest import make_random_bilm
@@ -142,3 +142,52 @@ def test_embed_writes_int8_vectors_close_to_fp32(tmp_path, tiny_weights_dir):
         embed_file(text, tmp_path / "x.hdf5", weights=tiny_weights_dir, precision="int4",
                    progress=False)
     assert not (tmp_path / "x.hdf5").exists()
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_int8_runs_on_the_best_engine_and_leaves_torchs_setting(monkeypatch, vnni):
+    """oneDNN where the CPU has VNNI or AMX, with all 8 bits of the activations; fbgemm
+    (torch's "x86") without, with 7 (pairs of products pass through int16 there)."""
+    monkeypatch.setattr(int8, "native_int8_dot", lambda: vnni)
+    engines = torch.backends.quantized.supported_engines
+    engine = int8.int8_engine()
+    if vnni and "onednn" in engines:
+        assert engine == "onednn"
+    elif "x86" in engines:
+        assert engine == "x86"
+    before = torch.backends.quantized.engine
+    torch.manual_seed(0)
+    weight = torch.randn(16, 8)
+    matmul = int8.Int8Matmul(weight)
+    assert torch.backends.quantized.engine == before  # set only while packing
+    assert matmul.reduce_range is not vnni
+    x = torch.randn(5, 16)
+    torch.testing.assert_close(matmul(x), x @ weight, atol=0.05 * float((x @ weight).abs().max()),
+                               rtol=0)
+
+
+def test_all_8_bits_halve_the_error_where_the_cpu_has_vnni(monkeypatch):
+    if not int8.native_int8_dot():
+        pytest.skip("this CPU has no VNNI or AMX: activations keep 7 bits")
+    torch.manual_seed(0)
+    x, weight = torch.randn(64, 256), torch.randn(256, 128) * 0.05
+    exact = x @ weight
+    errors = {}
+    for vnni in (True, False):
+        monkeypatch.setattr(int8, "native_int8_dot", lambda vnni=vnni: vnni)
+        errors[vnni] = float((int8.Int8Matmul(weight)(x) - exact).norm() / exact.norm())
+    assert errors[True] < 0.75 * errors[False]
+
+
+def test_info_names_the_int8_engine_and_bf16(tiny_weights_dir):
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    result = CliRunner().invoke(app, ["info", str(tiny_weights_dir)],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    engine = int8.int8_engine() or "none"
+    assert any(line.split()[:3] == ["int8", "engine", engine]
+               for line in result.output.splitlines())
+    assert "bf16 on the CPU" in result.output and "CPU ISA" in result.output
