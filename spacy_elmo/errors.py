@@ -383,6 +383,11 @@ class Errors(metaclass=Catalogue):
             ".cfg layout. Name it e.g. '{suggestion}'.")
     E170 = ("Cannot lock '{path}' to write into it ('{lock}': {err}): {fix}. Reading it "
             "(info, perplexity, export into another directory) needs no lock.")
+    E171 = ("{what} need about {need} of memory, more than the {have} available ({detail}): "
+            "the run would be killed for memory. {fix}.")
+    E172 = ("Aborted by a second {signal}: nothing more was written, and a checkpoint being "
+            "written was dropped; the last one in '{output}' is as it was (continue with "
+            "spacy-elmo pretrain --output {output} --resume).")
 
     # bf16 precision (E230-E249)
     E230 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
@@ -450,3 +455,6 @@ class Warnings(metaclass=Catalogue):
             "all, so the disk or a copy changed it; check the storage if this repeats.")
     W026 = ("{n} director(ies) inside the corpus {pattern!r} hold a pretraining run or a "
             "biLM ({dirs}): their files are left out, never read as text.")
+    W027 = ("{what} need about {need} of memory, more than half of the {have} available "
+            "({detail}): other processes may run short, or this one be killed. Lower "
+            "--batch-size, --window or --shuffle-buffer if it is not meant.")

@@ -15,6 +15,7 @@ from ..errors import ElmoError, Errors, Warnings
 from ..files import STDOUT, Terminated, guard_output, write_text
 from ..pretrain import settings
 from ..pretrain.config import PretrainConfig, default_settings
+from ..pretrain.stopping import Aborted
 from .common import app, fail, warn
 
 CONFIG_SUFFIXES = (".cfg", ".json")
@@ -91,6 +92,9 @@ def pretrain_cli(
         result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
+    except Aborted as err:  # a second signal during the stop
+        fail(Errors.E172.format(signal=signal.Signals(err.signum).name,
+                                output=cfg.output), code=128 + err.signum)
     except KeyboardInterrupt:  # before the training loop, which turns it into a stop
         fail(Errors.E120.format(signal="Ctrl-C (SIGINT)"), code=130)
     except Terminated as err:

@@ -17,6 +17,7 @@ import torch
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN, CharIds
 from ..bilm.lm import LMBatch
 from .corpus import SentenceSource
+from .stopping import stop_point
 from .vocab import Vocab
 
 
@@ -74,6 +75,7 @@ class TrainStreams:
     def _fill(self, buf: RowBuffers) -> None:
         have = sum(len(chunk) for chunk in buf.fwd)
         while have < self.window + 1:
+            stop_point()
             fwd, bwd = frame(self.source.next_sentence())
             buf.fwd.append(fwd)
             buf.bwd.append(bwd)
@@ -82,8 +84,9 @@ class TrainStreams:
     def next_batch(self) -> LMBatch:
         inputs: List[List[List[str]]] = [[], []]
         targets: List[List[List[str]]] = [[], []]
-        for buf in self.buffers:
+        for buf in self.buffers:  # every row first: a stop while reading loses no token
             self._fill(buf)
+        for buf in self.buffers:
             for d, chunks in enumerate((buf.fwd, buf.bwd)):
                 tokens = take(chunks, self.window + 1)
                 inputs[d].append(tokens[:-1])

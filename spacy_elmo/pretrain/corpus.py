@@ -21,6 +21,7 @@ from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import model_or_run
+from .stopping import stop_point
 
 TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
 SENTENCE_END = {".", "!", "?", "...", "…", "。", "！", "？"}
@@ -343,6 +344,7 @@ class SentenceSource:
             return self._read_sentence()
         s = self.state
         while len(s.buffer) < self.buffer_size:
+            stop_point()  # a large buffer takes long to fill
             s.buffer.append(self._read_sentence())
         # a fresh generator per draw, seeded by (seed, rank, draw): resumable from one integer
         index = random.Random(f"{self.seed}-{self.rank}-{s.draws}").randrange(len(s.buffer))
@@ -353,6 +355,7 @@ class SentenceSource:
     def _read_sentence(self) -> List[str]:
         s = self.state
         while not s.pending:
+            stop_point()  # between lines, where the state can be saved
             if self._pieces is None:
                 path = self.order(s.epoch)[s.file_index]
                 self._pieces = read_pieces(path, offset=s.offset,

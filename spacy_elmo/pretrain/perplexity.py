@@ -21,6 +21,7 @@ from .checkpoint import CHECKPOINT_NAME
 from .corpus import TextSettings, iter_sentences, warn_undecodable
 from .export import SNAPSHOT_DIR, SOFTMAX_NAME, read_softmax
 from .rundir import CONFIG_NAME, MODEL_DIR
+from .stopping import stop_point
 from .vocab import VOCAB_NAME, Vocab
 
 # What `spacy-elmo perplexity` takes from the run a model comes from, when it is not given:
@@ -38,15 +39,18 @@ def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
     model.eval()
     sums, counts = [0.0, 0.0], [0, 0]
     state: Optional[LSTMState] = None
-    with torch.no_grad():
-        for batch in batches:
-            out = model(batch.to(torch.device(device)), state)
-            state = out.state
-            sums[0] += float(out.loss_fwd)
-            sums[1] += float(out.loss_bwd)
-            counts[0] += out.n_fwd
-            counts[1] += out.n_bwd
-    model.train(was_training)
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                stop_point()  # a run asked to stop leaves its evaluation
+                out = model(batch.to(torch.device(device)), state)
+                state = out.state
+                sums[0] += float(out.loss_fwd)
+                sums[1] += float(out.loss_bwd)
+                counts[0] += out.n_fwd
+                counts[1] += out.n_bwd
+    finally:
+        model.train(was_training)
     fwd, bwd = sums[0] / max(counts[0], 1), sums[1] / max(counts[1], 1)
     return {"dev_ppl_fwd": math.exp(fwd), "dev_ppl_bwd": math.exp(bwd),
             "dev_ppl": math.exp(0.5 * (fwd + bwd)), "dev_tokens": counts[0]}

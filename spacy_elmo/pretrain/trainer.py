@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings
 from .export import Softmax, check_finite, export_model, read_softmax, write_snapshot
 from .machine import describe_device
+from .memory import check_memory
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
@@ -52,6 +52,7 @@ from .rundir import (
     truncate_metrics,
     warn_inside_corpus,
 )
+from .stopping import StopRequested, StopSignal
 from .vocab import VOCAB_NAME, Vocab, check_vocab, choose_vocab
 
 
@@ -63,31 +64,6 @@ class TrainResult:
     dev: Optional[Dict[str, float]]
     signum: Optional[int] = None  # the signal that stopped it (None: finished, or another rank's)
     trained: int = 0  # steps this process trained (0: a resume already at max_steps)
-
-
-class StopSignal:
-    """Turns SIGINT/SIGTERM into a flag checked after each step (main thread only)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signum: Optional[int] = None
-        self._previous: Dict[int, Any] = {}
-
-    def __enter__(self) -> StopSignal:
-        try:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        except ValueError:  # not the main thread: no handlers
-            pass
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        self.signum = signum
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def lr_factor(config: PretrainConfig, step: int) -> float:
@@ -444,11 +420,16 @@ class Trainer:
                   "hardware": describe_device(self.ctx.device), "world_size": self.ctx.world_size,
                   "threads": torch.get_num_threads(), "precision": config.precision,
                   "torch": torch.__version__})
-        with StopSignal() as stop:
+        with StopSignal(interruptible=not self.ctx.distributed) as stop:
             last = self.step >= config.max_steps or self.out_of_time()
             while not last:
                 t0, cpu0 = time.monotonic(), time.process_time()
-                losses.append(self.train_step())
+                try:
+                    losses.append(self.train_step())
+                except StopRequested:  # asked to stop while the step read its data
+                    stopped = True
+                    self.checkpoint()
+                    break
                 self.stop_if_not_finite(losses[-1], bar)
                 self.elapsed += time.monotonic() - t0
                 self.cpu_elapsed += time.process_time() - cpu0
@@ -469,7 +450,12 @@ class Trainer:
                     interval_time, interval_tokens, losses = 0.0, self.tokens, []
                 if self.dev and self.ctx.is_main and (self.step % config.eval_every == 0
                                                       or last):
-                    dev, dev_step = self.evaluate(), self.step
+                    try:
+                        dev, dev_step = self.evaluate(), self.step
+                    except StopRequested:  # the evaluation is left, the step kept
+                        stopped = True
+                        self.checkpoint()
+                        break
                     self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
                               "elapsed_s": self.elapsed, "cpu_s": self.cpu_elapsed, **dev})
                     self.plot()
@@ -502,6 +488,7 @@ def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)
     try:
+        check_memory(config, ctx.device)  # sizes that would exhaust memory: before any work
         check_precision(config.precision, ctx.device, training=True)  # before any file
         if ctx.is_main:
             warn_inside_corpus(config)

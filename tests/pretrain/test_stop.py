@@ -1,0 +1,146 @@
+"""A run stops promptly on SIGINT/SIGTERM, also inside a step (reading text, filling the
+shuffle buffer, dev evaluation), resumes exactly after such a stop, and a second signal
+aborts at once without a half-written file; sizes that would exhaust memory are refused
+before any work."""
+
+import json
+import signal
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from spacy_elmo.cli import app
+from spacy_elmo.pretrain import memory, stopping
+from spacy_elmo.pretrain import trainer as trainer_module
+from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.pretrain.corpus import SentenceSource
+from spacy_elmo.pretrain.trainer import Trainer, train
+
+from .conftest import tiny_config
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def no_curves(monkeypatch):
+    monkeypatch.setattr(trainer_module, "draw_curves", lambda metrics, png: True)
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def _signal_on_call(monkeypatch, cls, name, n, signum=signal.SIGINT):
+    """Send `signum` to this process on the n-th call of cls.name (a real signal)."""
+    original = getattr(cls, name)
+    calls = [0]
+
+    def wrapper(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == n:
+            signal.raise_signal(signum)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, wrapper)
+    return original
+
+
+def test_a_stop_while_the_shuffle_buffer_fills_is_prompt_and_resumes_exactly(
+        tmp_path, monkeypatch):
+    """The flag was checked only after a step: with --shuffle-buffer 10**9 the first step
+    never ended, and SIGTERM or two Ctrl-C were ignored."""
+    settings = dict(max_steps=4, shuffle_buffer=400, dev=[], checkpoint_every=100)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    whole = train(tiny_config(tmp_path / "a", **settings), progress=False)
+    original = _signal_on_call(monkeypatch, SentenceSource, "_read_sentence", 150,
+                               signal.SIGTERM)
+    stopped = train(tiny_config(tmp_path / "b", **settings), progress=False)
+    assert stopped.stopped and stopped.step == 0 and stopped.signum == signal.SIGTERM
+    saved = load_checkpoint(tmp_path / "b" / "run")
+    assert saved["step"] == 0 and 0 < len(saved["ranks"][0]["source"]["buffer"]) < 400
+    monkeypatch.setattr(SentenceSource, "_read_sentence", original)
+    resumed = train(tiny_config(tmp_path / "b", **settings), resume=True, progress=False)
+    assert resumed.step == 4
+    for (name, a), b in zip(whole.model.state_dict().items(),
+                            resumed.model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, monkeypatch):
+    from spacy_elmo.pretrain import perplexity
+
+    evaluations, armed = [0], [False]
+    original_forward = perplexity.BiLanguageModel.forward
+    original_evaluate = Trainer.evaluate
+
+    def evaluate(self):
+        evaluations[0] += 1
+        armed[0] = evaluations[0] == 2  # step 4's evaluation
+        return original_evaluate(self)
+
+    def forward(self, *args, **kwargs):
+        if armed[0] and not self.training:  # its first dev batch
+            armed[0] = False
+            signal.raise_signal(signal.SIGINT)
+        return original_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    monkeypatch.setattr(perplexity.BiLanguageModel, "forward", forward)
+    config = tiny_config(tmp_path, max_steps=8, eval_every=2, dev_max_tokens=6,
+                         batch_size=2, window=4, checkpoint_every=100)
+    result = train(config, progress=False)
+    assert result.stopped and result.step == 4 and result.model.training
+    assert load_checkpoint(tmp_path / "run")["step"] == 4
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r["type"] == "dev"] == [2]  # step 4's was left
+
+
+def test_a_second_signal_aborts_at_once_and_writes_nothing_half(tmp_path, monkeypatch):
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(tiny_config(tmp_path, max_steps=6, checkpoint_every=1,
+                                             dev=[]).to_dict()))
+    original_step = Trainer.train_step
+
+    def step_then_signal(self):
+        loss = original_step(self)
+        if self.step == 2:
+            signal.raise_signal(signal.SIGINT)
+        return loss
+
+    original_save = torch.save
+
+    def save_with_a_second_signal(*args, **kwargs):
+        if stopping._ACTIVE is not None and stopping._ACTIVE.requested:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C again while the checkpoint writes
+        return original_save(*args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    monkeypatch.setattr(torch, "save", save_with_a_second_signal)
+    result = runner.invoke(app, ["pretrain", "--config", str(config)])
+    assert result.exit_code == 130, result.output
+    assert "[E172] Aborted by a second SIGINT" in flat(result.stderr)
+    run = tmp_path / "run"
+    assert load_checkpoint(run)["step"] == 1  # the one on disk, untouched
+    assert not [p for p in run.iterdir() if p.name.startswith(".tmp-")]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sizes_that_would_exhaust_memory_are_refused_before_any_work(tmp_path, monkeypatch):
+    """On a 20 KB corpus --batch-size 1000000 and --window 100000000 passed 8 GB in a
+    minute; --shuffle-buffer 1000000000 got the process killed for memory at 24 GB."""
+    monkeypatch.setattr(memory, "available_memory", lambda: 8 * 2**30)
+    base = tiny_config(tmp_path)
+    for flag, value in (("--batch-size", "1000000"), ("--window", "100000000"),
+                        ("--shuffle-buffer", "1000000000")):
+        result = runner.invoke(app, ["pretrain", *base.train, "--output", str(tmp_path / "r"),
+                                     "--max-steps", "2", flag, value])
+        assert result.exit_code == 1, result.output
+        message = flat(result.stderr)
+        assert "[E171]" in message and "more than the 8.0 GB available" in message, message
+        assert not (tmp_path / "r").exists()
+    need = memory.step_bytes(base, base.bilm_options()) + base.shuffle_buffer * 600
+    monkeypatch.setattr(memory, "available_memory", lambda: int(1.5 * need))
+    with pytest.warns(UserWarning, match=r"\[W027\] .* more than half of the"):
+        memory.check_memory(base, torch.device("cpu"))
