@@ -34,11 +34,32 @@ def is_number(value: Any) -> bool:
             and math.isfinite(value))
 
 
-def integer(minimum: Optional[int] = None, *, optional: bool = False) -> Rule:
+def integer(minimum: Optional[int] = None, maximum: Optional[int] = None, *,
+            optional: bool = False) -> Rule:
     what = {None: "an integer", 0: "an integer >= 0", 1: "a positive integer"}.get(
         minimum, f"an integer >= {minimum}")
-    return Rule(what, lambda v: is_int(v) and (minimum is None or v >= minimum), "int",
-                optional)
+    if maximum is not None:
+        what = f"an integer in [{minimum}, {maximum}]"
+    return Rule(what, lambda v: is_int(v) and (minimum is None or v >= minimum)
+                and (maximum is None or v <= maximum), "int", optional)
+
+
+# More torch CPU threads than any machine has cores for: creating 20,000 made GNU OpenMP
+# fail ("Thread creation failed"), 100,000 crashed `embed` (exit 139) here.
+MAX_THREADS = 1024
+# Seeds: torch takes 64-bit ones, and pretraining derives others from the seed (seed *
+# 7919 + 1 + rank); 10**23 overflowed.
+SEED_RANGE = (-(2**31), 2**31 - 1)
+
+
+def thread_count(*, optional: bool = False) -> Rule:
+    """A count of torch CPU threads: 1 to MAX_THREADS."""
+    return integer(1, MAX_THREADS, optional=optional)
+
+
+def random_seed() -> Rule:
+    """A random seed: a 32-bit integer."""
+    return integer(*SEED_RANGE)
 
 
 def number(low: Optional[float] = None, high: Optional[float] = None, *,

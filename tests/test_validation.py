@@ -186,7 +186,7 @@ def test_perplexity_output_that_cannot_be_written_fails_before_the_work(tmp_path
     ("--rows", "0", "--rows must be a positive integer, got 0"),
     ("--window", "0", "--window must be a positive integer, got 0"),
     ("--max-tokens", "-5", "--max-tokens must be a positive integer or null, got -5"),
-    ("--threads", "-1", "--threads must be a positive integer or null, got -1"),
+    ("--threads", "-1", "--threads must be an integer in [1, 1024] or null, got -1"),
 ])
 def test_perplexity_sizes(tmp_path, flag, value, message):
     result = runner.invoke(app, ["perplexity", str(tmp_path), str(tmp_path / "t.txt"),

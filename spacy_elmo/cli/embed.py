@@ -24,7 +24,7 @@ from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import PathLike, Terminated, guard_output
-from ..validation import check_all, integer
+from ..validation import check_all, integer, thread_count
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import STDIN, count_lines, read_lines, write_embeddings
 from .embed_shards import (
@@ -128,7 +128,7 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
     check_all({"--batch-size": batch_size, "--window": window, "--word-cache": word_cache,
                "--threads": threads},
               {"--batch-size": integer(1), "--window": integer(1), "--word-cache": integer(0),
-               "--threads": integer(1, optional=True)},
+               "--threads": thread_count(optional=True)},
               Errors.E020)
     part = parse_shard(shard) if shard is not None else shard_from_env()
     if part is not None and (stateful or str(input_path) == STDIN):

@@ -10,7 +10,7 @@ from wasabi import msg
 
 from ..errors import ElmoError, Errors
 from ..files import STDOUT, check_writable_path, guard_output, write_json
-from ..validation import check_all, integer, regex
+from ..validation import check_all, integer, regex, thread_count
 from .common import app, fail
 
 
@@ -86,7 +86,7 @@ def perplexity_cli(
                   {"--rows": integer(1), "--window": integer(1)}, Errors.E020)
         check_all({"--max-tokens": max_tokens, "--threads": threads},
                   {"--max-tokens": integer(1, optional=True),
-                   "--threads": integer(1, optional=True)}, Errors.E020)
+                   "--threads": thread_count(optional=True)}, Errors.E020)
         check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
                   Errors.E020)
         if output is not None:  # a path that can never be written: before anything else

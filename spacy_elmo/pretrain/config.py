@@ -19,9 +19,11 @@ from ..validation import (
     integer,
     mapping,
     number,
+    random_seed,
     regex,
     string,
     strings,
+    thread_count,
     torch_device,
 )
 from . import settings
@@ -142,9 +144,9 @@ class PretrainConfig:
         "training", None, integer(1, optional=True),
         "Also export the model to OUTPUT/snapshots/step_N/ (with its dev perplexity) every N "
         "steps.")
-    seed: int = setting("training", 0, integer(), "Random seed.", frozen=True)
+    seed: int = setting("training", 0, random_seed(), "Random seed.", frozen=True)
     # [system]
-    threads: Optional[int] = setting("system", None, integer(1, optional=True),
+    threads: Optional[int] = setting("system", None, thread_count(optional=True),
                                      "torch CPU threads (null: torch's default).")
     device: str = setting(
         "system", "auto", torch_device(),

@@ -77,3 +77,23 @@ def test_resume_with_another_vocabulary_is_refused_and_not_recorded(tmp_path):
     result = train(tiny_config(tmp_path, max_steps=4, dev=[], vocab=str(same)), resume=True,
                    progress=False)
     assert result.step == 4
+
+
+@pytest.mark.parametrize("args,message", [
+    (["pretrain", "t.txt", "--seed", str(10**23)],
+     "[E112] Pretraining setting seed must be an integer in [-2147483648, 2147483647]"),
+    (["pretrain", "t.txt", "--threads", "100000"],
+     "[E112] Pretraining setting threads must be an integer in [1, 1024]"),
+    (["embed", "t.txt", "o.hdf5", "--threads", "100000"],
+     "[E020] --threads must be an integer in [1, 1024]"),
+    (["perplexity", "m", "t.txt", "--threads", "100000"],
+     "[E020] --threads must be an integer in [1, 1024]"),
+])
+def test_huge_numbers_are_refused_with_their_range(tmp_path, monkeypatch, args, message):
+    """`--seed 10**23` was an OverflowError, `pretrain --threads 100000` said "spaCy has no
+    language 'en'" (E114), `embed --threads 100000` crashed (exit 139)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.txt").write_text("a b c\n")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert message in flat(result.stderr), result.output
