@@ -5,6 +5,7 @@ The logic: spacy_elmo/experiments/holdout.py; `--help` for the usage."""
 import typer
 
 from spacy_elmo.experiments.holdout import main
+from spacy_elmo.experiments.messages import one_line_errors
 
 if __name__ == "__main__":
-    typer.run(main)
+    typer.run(one_line_errors(main))

@@ -4,7 +4,8 @@ The logic: spacy_elmo/experiments/raw_text.py; `--help` for the usage."""
 
 import typer
 
+from spacy_elmo.experiments.messages import one_line_errors
 from spacy_elmo.experiments.raw_text import main
 
 if __name__ == "__main__":
-    typer.run(main)
+    typer.run(one_line_errors(main))

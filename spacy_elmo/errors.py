@@ -224,10 +224,8 @@ class Errors(metaclass=Catalogue):
     E063 = ("'{url}' did not give {kind} (it starts with {head!r}); the server may have sent "
             "an error page. Nothing was kept in the cache ('{path}'). Check the address "
             "(published biLMs are downloaded from $SPACY_ELMO_URL_PREFIX when it is set).")
-    E064 = ("No biLM is bundled for the language {lang!r} (bundled: {languages}), so `weights` "
-            "must be given: e.g. nlp.add_pipe('elmo', config={{'weights': 'path/to/model'}}), "
-            "or `weights` in [components.elmo] of a training config (or of a "
-            "spacy-elmo.ElmoTok2Vec block). It takes a weights.hdf5 file, a directory with "
+    E064 = ("No biLM is bundled for the language {lang!r} (bundled: {languages}), so {give}. "
+            "It takes a weights.hdf5 file, a directory with "
             "options.json + weights.hdf5, an ELMoForManyLangs model directory (such as their "
             "Chinese model), an http(s):// or file:// URL, or a published English biLM such "
             "as 'allennlp/original'.")
@@ -388,6 +386,10 @@ class Errors(metaclass=Catalogue):
     E172 = ("Aborted by a second {signal}: nothing more was written, and a checkpoint being "
             "written was dropped; the last one in '{output}' is as it was (continue with "
             "spacy-elmo pretrain --output {output} --resume).")
+    E173 = ("Cannot resume the run in '{path}': its '{name}' is gone (the optimizer state and "
+            "the place in the data with it), though its exports are there. Start a new run "
+            "from the latest: spacy-elmo pretrain TEXT --init-weights {latest} --output NEW "
+            "(or --overwrite to replace this one).")
 
     # bf16 precision (E230-E249)
     E230 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "

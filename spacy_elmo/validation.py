@@ -150,6 +150,8 @@ def fix_hint(value: Any, rule: Rule) -> str:
                 parsed = float(text)
             except ValueError:
                 return ""
+            if not math.isfinite(parsed):  # NaN or infinity: no setting takes them
+                return ""
             if rule.kind == "number" or parsed.is_integer():
                 return f" Write {text} without quotes."
         if rule.kind == "list":

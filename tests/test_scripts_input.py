@@ -1,7 +1,8 @@
 """The input-reading scripts (convert, holdout, raw_text, wic_probe) on awkward input: a byte
 order mark, other tag schemes, bad arguments, files that are not UTF-8. Errors a user can
-cause are clear messages (typer.BadParameter: the CLI prints it and exits 2, no traceback)
-naming the file and line, and a failed run leaves the outputs already there as they were."""
+cause are clear messages (typer.BadParameter, printed as one message with exit status 1
+by messages.one_line_errors, no traceback) naming the file and line, and a failed run
+leaves the outputs already there as they were."""
 
 import gzip
 import json
@@ -13,6 +14,7 @@ from spacy.tokens import DocBin
 from typer.testing import CliRunner
 
 from spacy_elmo.experiments import convert, holdout, raw_text
+from spacy_elmo.experiments.messages import one_line_errors
 
 from .test_wic_probe import ROWS, wic, write_wic
 
@@ -48,16 +50,19 @@ def _textcat(tmp_path, text, name="rows.txt", **kwargs):
 
 
 def _cli(main, args):
-    """Run a `typer.run` script's main through the CLI as a user would."""
+    """Run a `typer.run` script's main through the CLI as a user would (as the script
+    runs it: through one_line_errors)."""
     app = typer.Typer(add_completion=False)
-    app.command()(main)
+    app.command()(one_line_errors(main))
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _assert_clean_failure(result):
-    assert result.exit_code == 2, result.output
+    """One line on stderr and exit 1, as the docs say (click's usage box exited 2)."""
+    assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit)  # a message, not a raw exception
-    assert "Traceback" not in result.output and "Invalid value" in result.output
+    assert "Traceback" not in result.output and "Invalid value" not in result.output
+    assert result.stderr.startswith("✘") and "Usage:" not in result.output, result.output
 
 
 # 1. a UTF-8 byte order mark

@@ -182,10 +182,21 @@ def fetch_options_beside(weights_url: str) -> Path:
                                            err=first_line(err))) from err
 
 
-def bundled(lang: str) -> Path:
-    """The directory of the biLM bundled for a spaCy language code."""
+# How the weights are given where none is bundled (E064): in a pipeline, on the command line
+GIVE_WEIGHTS = {
+    "pipeline": ("`weights` must be given: e.g. nlp.add_pipe('elmo', config={'weights': "
+                 "'path/to/model'}), or `weights` in [components.elmo] of a training config "
+                 "(or of a spacy-elmo.ElmoTok2Vec block)"),
+    "command": "give --weights (e.g. --weights path/to/model)",
+}
+
+
+def bundled(lang: str, where: str = "pipeline") -> Path:
+    """The directory of the biLM bundled for a spaCy language code; E064 (saying how to
+    give weights `where` they are missing: "pipeline" or "command") when there is none."""
     if lang not in BUNDLED:
-        raise ElmoError(Errors.E064.format(lang=lang, languages=sorted(BUNDLED)))
+        raise ElmoError(Errors.E064.format(lang=lang, languages=sorted(BUNDLED),
+                                           give=GIVE_WEIGHTS[where]))
     directory = DATA_DIR / BUNDLED[lang]
     if not (directory / WEIGHTS_NAME).exists():
         raise ElmoError(Errors.E065.format(lang=lang, path=directory))

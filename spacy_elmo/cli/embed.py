@@ -18,7 +18,7 @@ from wasabi import msg
 from ..bilm.embedder import LAYER_MODES, Embedder
 from ..bilm.model import BiLM
 from ..bilm.precision import check_precision
-from ..bilm.sources import options_beside
+from ..bilm.sources import bundled, options_beside
 from ..bilm.stamp import content_digest
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
@@ -135,6 +135,8 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
         raise ElmoError(Errors.E154.format(input=input_path))
     if part is not None and gpu_id >= 0 and "LOCAL_RANK" in os.environ:
         gpu_id = int(os.environ["LOCAL_RANK"])  # one GPU per rank on each machine
+    if weights is None:
+        bundled(lang, where="command")  # --lang without a bundled biLM: say --weights
     lines = read_lines(input_path)  # checks the file before the model is loaded
     # the model's files are inputs too: OUTPUT may never replace them, even with --overwrite
     # (a weights file protects itself and the options beside it, not the folder it is in)

@@ -66,8 +66,7 @@ def pretrain_cli(
     line. Without a config file, the defaults: spacy-elmo pretrain TEXT... --output RUN
     --max-steps N. Continue a run: spacy-elmo pretrain --output RUN --resume (its own
     config.json; a larger --max-steps trains on)."""
-    from ..pretrain.checkpoint import CHECKPOINT_NAME
-    from ..pretrain.rundir import CONFIG_NAME
+    from ..pretrain.rundir import CONFIG_NAME, resumable
     from ..pretrain.trainer import train as run_training
 
     try:
@@ -86,7 +85,7 @@ def pretrain_cli(
             raise ElmoError(Errors.E113)
         if resume and overwrite:
             raise ElmoError(Errors.E121.format(path=cfg.output))
-        if resume and not (Path(cfg.output) / CHECKPOINT_NAME).exists():
+        if resume and not resumable(Path(cfg.output)):
             msg.info(f"No checkpoint in {cfg.output} yet: starting the run.")
             resume = False
         result = run_training(cfg, resume=resume, overwrite=overwrite)

@@ -29,7 +29,7 @@ from spacy.training import biluo_tags_to_spans, iob_to_biluo
 
 from spacy_elmo.files import atomic_write, guard_output
 
-from .messages import user_errors
+from .messages import one_line_errors, user_errors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 NO_SPACE_LANGS = ("zh", "ja", "th")
@@ -180,7 +180,6 @@ def _write(path: Path, db: DocBin) -> None:
         db.to_disk(tmp)
 
 
-@app.command()
 def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         lang: str = "en", strip_position_digit: bool = False, limit: int = 0,
         cats_from_entities: bool = False, split: Optional[float] = None,
@@ -225,7 +224,6 @@ def ner(input_path: Path, output_path: Path, sentences_per_doc: int = 10,
         typer.echo(f"{input_path} -> {path}: {len(part)} sentences, {len(db)} docs")
 
 
-@app.command()
 def conllu(input_path: Path, output_path: Path, sentences_per_doc: int = 1,
            overwrite: bool = False) -> None:
     """Universal Dependencies CoNLL-U to .spacy with spaCy's own converter (`spacy convert
@@ -341,7 +339,6 @@ def _label_name(label: str, names: List[str], input_path: Path, n: int,
     return names[int(label)]
 
 
-@app.command()
 def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str = "en",
             label_first: bool = False, multilabel: bool = False, limit: int = 0,
             split: Optional[float] = None, split_output: Optional[Path] = None,
@@ -391,6 +388,9 @@ def textcat(input_path: Path, output_path: Path, format: str = "sst", lang: str 
     if not multilabel and any(len(ls) != 1 for _, ls in rows):
         typer.echo("warning: some rows have several labels; use a multi-label config")
 
+
+for _command in (ner, conllu, textcat):  # one line and exit 1 for a bad input, not a box
+    app.command()(one_line_errors(_command))
 
 if __name__ == "__main__":
     app()

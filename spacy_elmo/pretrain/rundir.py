@@ -52,6 +52,22 @@ def check_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
             raise ElmoError(Errors.E122.format(path=out, names=", ".join(foreign[:5])))
 
 
+def resumable(out: Path) -> bool:
+    """Whether `out` holds a run that --resume continues (its checkpoint); False where
+    there is none yet (--resume then starts one). A run that lost its checkpoint but kept
+    an export or snapshots cannot be continued, and starting over would be refused (E106):
+    E173 names its latest export to start a new run from."""
+    if (out / CHECKPOINT_NAME).exists():
+        return True
+    steps = sorted((d for d in (out / SNAPSHOT_DIR).glob("step_*")
+                    if d.name[5:].isdigit() and (d / "weights.hdf5").is_file()),
+                   key=lambda d: int(d.name[5:])) if (out / SNAPSHOT_DIR).is_dir() else []
+    latest = steps[-1] if steps else out / MODEL_DIR
+    if (latest / "weights.hdf5").is_file():
+        raise ElmoError(Errors.E173.format(path=out, name=CHECKPOINT_NAME, latest=latest))
+    return False
+
+
 def _leftover(entry: Path) -> bool:
     """A file a failed start of a run leaves (or its log, or a temporary file)."""
     if entry.name == CONFIG_NAME:

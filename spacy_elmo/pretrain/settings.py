@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
@@ -141,7 +142,11 @@ def set_path(cls: type, nested: Dict[str, Any], path: str, value: Any, flag: str
     item = known[head]
     section = nested.setdefault(item.section, {})
     if len(parts) == 2:
-        section[item.name] = coerce(value, item.hint)
+        value = coerce(value, item.hint)
+        if isinstance(item.default, dict) and isinstance(value, dict) and isinstance(
+                section.get(item.name), dict):  # keys given replace theirs, as KEY.sub does
+            value = {**section[item.name], **value}
+        section[item.name] = value
         return
     target = section.get(item.name)
     if not isinstance(target, dict):
@@ -297,13 +302,23 @@ def read_cfg(path: Path) -> Dict[str, Any]:
     if not path.is_file():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark is no part of it
     except (OSError, UnicodeDecodeError) as err:
         raise ElmoError(Errors.E131.format(path=path, err=err)) from err
     try:
-        return dict(Config().from_str(text, interpolate=False))
+        return dict(Config().from_str(_with_parent_sections(text), interpolate=False))
     except Exception as err:  # thinc and configparser raise several kinds
         raise ElmoError(Errors.E131.format(path=path, err=str(err).strip())) from err
+
+
+def _with_parent_sections(text: str) -> str:
+    """A .cfg text with the sections above its subsections declared (`[model.options]`
+    alone means `[model]` too, which thinc would otherwise refuse)."""
+    declared = set(re.findall(r"(?m)^\[([^\]\n]+)\]\s*$", text))
+    missing = sorted({".".join(name.split(".")[:i]) for name in declared
+                      for i in range(1, name.count(".") + 1)} - declared,
+                     key=lambda name: name.count("."))
+    return "".join(f"[{name}]\n" for name in missing) + text
 
 
 def interpolate(nested: Dict[str, Any], source: str) -> Dict[str, Any]:

@@ -68,6 +68,7 @@ def test_a_file_that_is_not_conllu_is_one_line(tmp_path, content):
     source = tmp_path / "in.txt"
     source.write_text(content, encoding="utf-8")
     result = runner.invoke(app, ["conllu", str(source), str(tmp_path / "out.spacy")])
-    assert result.exit_code != 0 and isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # not 2
     assert "CoNLL-U" in result.output and "Traceback" not in result.output
+    assert result.stderr.startswith("✘") and "Usage:" not in result.output  # no click box
     assert not (tmp_path / "out.spacy").exists()

@@ -97,3 +97,54 @@ def test_huge_numbers_are_refused_with_their_range(tmp_path, monkeypatch, args, 
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert message in flat(result.stderr), result.output
+
+
+def test_a_run_that_lost_its_checkpoint_points_to_its_latest_export(tmp_path):
+    """`--resume` printed "No checkpoint ... starting the run", then E106 "Pass --resume"."""
+    from spacy_elmo.pretrain.trainer import train
+
+    from .conftest import tiny_config
+
+    train(tiny_config(tmp_path, max_steps=4, checkpoint_every=2, snapshot_every=2, dev=[]),
+          progress=False)
+    run = tmp_path / "run"
+    (run / "checkpoint.pt").unlink()
+    result = runner.invoke(app, ["pretrain", "--output", str(run), "--resume",
+                                 "--max-steps", "6"])
+    said = flat(result.output)
+    assert result.exit_code == 1 and "starting the run" not in said, said
+    assert "[E173] Cannot resume the run" in said
+    latest = max((run / "snapshots").iterdir(), key=lambda d: int(d.name.split("_")[1]))
+    assert latest.name.endswith("4") and f"--init-weights {latest} --output NEW" in said
+
+
+def test_cfg_files_as_people_write_them(tmp_path):
+    """A UTF-8 byte order mark and `[model.options]` without `[model]` gave E131; `--options
+    '{...}'` replaced the whole [model.options] where --model.options.KEY merges."""
+    bom = tmp_path / "bom.cfg"
+    bom.write_bytes("\ufeff[training]\nmax_steps = 3\n".encode("utf-8"))
+    assert resolved(bom, "t.txt").max_steps == 3
+    sub = tmp_path / "sub.cfg"
+    sub.write_text("[model.options]\nn_highway = 1\n")
+    assert resolved(sub, "t.txt").options == {"n_highway": 1}
+    assert resolved(sub, "t.txt", "--options", '{"lstm_dim": 256}').options == {
+        "n_highway": 1, "lstm_dim": 256}
+    assert resolved(sub, "t.txt", "--model.options", '{"lstm_dim": 256}').options == {
+        "n_highway": 1, "lstm_dim": 256}
+    assert resolved(sub, "t.txt", "--model.options.lstm_dim", "256").options == {
+        "n_highway": 1, "lstm_dim": 256}
+
+
+def test_nan_is_refused_without_advice_to_write_it_unquoted():
+    result = runner.invoke(app, ["pretrain", "t.txt", "--optimizer.lr", "NaN", "--dry-run"])
+    assert result.exit_code == 1 and "lr must be a positive number" in flat(result.stderr)
+    assert "without quotes" not in result.stderr
+
+
+def test_embed_with_a_language_without_a_bundled_biLM_says_to_give_weights(tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("Hi .\n", encoding="utf-8")
+    result = runner.invoke(app, ["embed", str(text), str(tmp_path / "o.hdf5"), "--lang", "xx"])
+    said = flat(result.stderr)
+    assert result.exit_code == 1 and "[E064]" in said and "give --weights" in said, said
+    assert "add_pipe" not in said
