@@ -1,6 +1,7 @@
 import json
 import multiprocessing
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,6 +63,18 @@ def toy_corpus(tmp_path_factory) -> Path:
     DocBin(docs=toy_docs(nlp, 24)).to_disk(out / "train.spacy")
     DocBin(docs=toy_docs(nlp, 8, seed=1)).to_disk(out / "dev.spacy")
     return out
+
+
+@pytest.fixture
+def default_sigint():
+    """SIGINT raising KeyboardInterrupt during the test, as in an interactive shell: a
+    suite run in the background (`pytest &`, nohup, some CI runners) inherits SIGINT
+    ignored, which the commands rightly keep ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def in_forked_child(fn: Callable[[], Any], timeout: float, what: str) -> Any:

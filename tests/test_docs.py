@@ -27,8 +27,6 @@ README_MAX_LINES = 200
 REPO_DIRS = ("configs", "scripts", "benchmarks", "spacy_elmo", "tests", "demo", "docs")
 SHELL_LANGS = {"", "bash", "sh", "shell", "console", "zsh"}
 HISTORY = {"CHANGELOG.md"}  # history: its links must resolve, its commands stay as they ran
-WEASEL_START = "<!-- WEASEL: AUTO-GENERATED DOCS START"
-WEASEL_END = "<!-- WEASEL: AUTO-GENERATED DOCS END"
 SEPARATORS = {"&&", "||", "|", ";", "&"}
 
 
@@ -53,7 +51,6 @@ class Page:
     text: str
     prose: str = ""  # the text with fenced blocks blanked (line numbers kept)
     code: List[Code] = field(default_factory=list)
-    generated: Tuple[int, int] = (0, 0)  # spaCy's generated block: (first, last) line
 
     def line_of(self, pos: int) -> int:
         return self.text.count("\n", 0, pos) + 1
@@ -72,12 +69,7 @@ def parse(path: Path) -> Page:
     lines = text.split("\n")
     prose: List[str] = []
     fence: Optional[Tuple[str, str, int, List[str]]] = None
-    start = end = 0
     for number, line in enumerate(lines, 1):
-        if line.startswith(WEASEL_START):
-            start = number
-        if line.startswith(WEASEL_END):
-            end = number
         match = FENCE.match(line)
         if fence is None and match:
             fence = (match.group(1), match.group(2).lower(), number, [])
@@ -93,7 +85,6 @@ def parse(path: Path) -> Page:
         else:
             prose.append(line)
     page.prose = "\n".join(prose)
-    page.generated = (start, end)
     for match in SPAN.finditer(page.prose):
         span = " ".join(match.group(2).split())
         page.code.append(Code(span, page.line_of(match.start()), "span"))
@@ -139,8 +130,7 @@ def check_links(root: Path, page: Page, pages: Dict[Path, Page]) -> Iterator[str
         if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("//"):
             continue
         file_part, _, anchor = target.partition("#")
-        first, last = page.generated
-        base = root if (first <= line <= last and first) else page.path.parent
+        base = page.path.parent  # as a browser resolves it, spaCy's generated part too
         if file_part.startswith("/"):
             base, file_part = root, file_part.lstrip("/")
         resolved = (base / file_part).resolve() if file_part else page.path
@@ -547,7 +537,7 @@ GOOD = [
     "```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layers = true\n```\n",
     "`spacy-elmo pretrain CONFIG --training.max_steps 5`: a placeholder config is not read.\n",
     "<!-- WEASEL: AUTO-GENERATED DOCS START (do not remove) -->\n"
-    "[config](configs/a.cfg) is relative to the project directory in spaCy's part\n"
+    "[config](../configs/a.cfg) is relative to the page in spaCy's part too\n"
     "<!-- WEASEL: AUTO-GENERATED DOCS END (do not remove) -->\n",
 ]
 
@@ -580,6 +570,9 @@ BAD = [
     ("`spacy train data.txt --training.max_steps 5`", "without a config file"),
     ("`spacy-elmo pretrain configs/a.cfg --training.max_stepz 5`", "no setting training.max_stepz"),
     ("[config](configs/a.cfg) outside spaCy's part is relative to docs/", "missing file"),
+    ("<!-- WEASEL: AUTO-GENERATED DOCS START (do not remove) -->\n[`project.yml`]"
+     "(project.yml), as spaCy writes it\n<!-- WEASEL: AUTO-GENERATED DOCS END (do not "
+     "remove) -->\n", "missing file"),  # broken on the page in docs/
 ]
 
 

@@ -120,9 +120,12 @@ def test_existing_output_needs_overwrite(tmp_path, tiny_weights_dir):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_stopped_embed_leaves_nothing(tmp_path, tiny_weights_dir, monkeypatch, signum):
+def test_a_stopped_embed_leaves_nothing(tmp_path, tiny_weights_dir, monkeypatch, signum,
+                                       default_sigint):
     """SIGTERM left a hidden temporary file as large as the output; now it and Ctrl-C
-    exit 143/130 with a message, and leave neither the temporary file nor an output."""
+    exit 143/130 with a message, and leave neither the temporary file nor an output.
+    (`default_sigint`: Ctrl-C as a terminal delivers it, also when the suite runs with
+    SIGINT ignored.)"""
     text = text_file(tmp_path, [f"line {i}" for i in range(200)])
     original = Embedder._run
     calls = []

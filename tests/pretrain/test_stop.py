@@ -118,13 +118,14 @@ def test_a_second_signal_aborts_at_once_and_writes_nothing_half(tmp_path, monkey
 
     monkeypatch.setattr(Trainer, "train_step", step_then_signal)
     monkeypatch.setattr(torch, "save", save_with_a_second_signal)
+    before = signal.getsignal(signal.SIGINT)
     result = runner.invoke(app, ["pretrain", "--config", str(config)])
     assert result.exit_code == 130, result.output
     assert "[E172] Aborted by a second SIGINT" in flat(result.stderr)
     run = tmp_path / "run"
     assert load_checkpoint(run)["step"] == 1  # the one on disk, untouched
     assert not [p for p in run.iterdir() if p.name.startswith(".tmp-")]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) == before  # the run's handlers are gone
 
 
 def test_sizes_that_would_exhaust_memory_are_refused_before_any_work(tmp_path, monkeypatch):
