@@ -3,7 +3,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from thinc.api import Config
+from typer.testing import CliRunner
 
+from spacy_elmo.cli import app
+from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.config import PretrainConfig
 
 torch.set_num_threads(1)
@@ -39,3 +43,22 @@ def tiny_config(tmp_path: Path, **changes) -> PretrainConfig:
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "corpus.txt")
+
+
+def flat(text: str) -> str:
+    """A message with its line breaks and runs of spaces made single spaces."""
+    return " ".join(text.split())
+
+
+def resolved(*args: object) -> PretrainConfig:
+    """The settings `spacy-elmo pretrain ARGS` would train with (--dry-run prints them)."""
+    result = CliRunner().invoke(app, ["pretrain", *map(str, args), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    sections = Config().from_str(result.stdout, interpolate=False)
+    return PretrainConfig(**{k: v for values in sections.values() for k, v in values.items()})
+
+
+@pytest.fixture
+def no_curves(monkeypatch):
+    """Runs without drawing curves.png (matplotlib is optional and slow)."""
+    monkeypatch.setattr(trainer_module, "draw_curves", lambda metrics, png: True)

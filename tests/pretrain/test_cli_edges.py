@@ -2,24 +2,13 @@
 init-pretrain-config writes, --resume with a vocabulary, huge numbers."""
 
 import pytest
-from thinc.api import Config
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.pretrain.config import PretrainConfig
+
+from .conftest import flat, resolved
 
 runner = CliRunner()
-
-
-def flat(text):
-    return " ".join(text.split())
-
-
-def resolved(*args):
-    result = runner.invoke(app, ["pretrain", *map(str, args), "--dry-run"])
-    assert result.exit_code == 0, result.output
-    sections = Config().from_str(result.stdout, interpolate=False)
-    return PretrainConfig(**{k: v for values in sections.values() for k, v in values.items()})
 
 
 @pytest.mark.parametrize("word,value", [("0", False), ("no", False), ("False", False),

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from thinc.api import Config
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
@@ -17,21 +16,12 @@ from spacy_elmo.pretrain.checkpoint import load_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
 from spacy_elmo.pretrain.settings import by_flag, declared
 
+from .conftest import flat, resolved
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "tests" / "fixtures" / "compat"
+
 runner = CliRunner()
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def resolved(*args: str) -> PretrainConfig:
-    """The settings `spacy-elmo pretrain ARGS` would train with (--dry-run prints them)."""
-    result = runner.invoke(app, ["pretrain", *args, "--dry-run"])
-    assert result.exit_code == 0, result.output
-    sections = Config().from_str(result.stdout, interpolate=False)
-    return PretrainConfig(**{k: v for values in sections.values() for k, v in values.items()})
 
 
 def test_docs_table_is_the_rendered_one():

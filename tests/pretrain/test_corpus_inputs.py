@@ -5,37 +5,21 @@ run or a biLM directory is ever read as text."""
 import json
 
 import pytest
-from thinc.api import Config
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import save_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.tiny import make_random_bilm
-from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
-from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 
-from .conftest import TINY_OPTIONS, write_corpus
+from .conftest import TINY_OPTIONS, flat, resolved, write_corpus
 
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def no_curves(monkeypatch):
-    monkeypatch.setattr(trainer_module, "draw_curves", lambda metrics, png: True)
-
-
-def flat(text):
-    return " ".join(text.split())
-
-
-def resolved(*args):
-    result = runner.invoke(app, ["pretrain", *map(str, args), "--dry-run"])
-    assert result.exit_code == 0, result.output
-    sections = Config().from_str(result.stdout, interpolate=False)
-    return PretrainConfig(**{k: v for values in sections.values() for k, v in values.items()})
+pytestmark = pytest.mark.usefixtures("no_curves")
 
 
 def pretrain(*args):

@@ -12,23 +12,16 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.pretrain import memory, stopping
-from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
 from spacy_elmo.pretrain.corpus import SentenceSource
 from spacy_elmo.pretrain.trainer import Trainer, train
 
-from .conftest import tiny_config
+from .conftest import flat, tiny_config
 
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def no_curves(monkeypatch):
-    monkeypatch.setattr(trainer_module, "draw_curves", lambda metrics, png: True)
-
-
-def flat(text):
-    return " ".join(text.split())
+pytestmark = pytest.mark.usefixtures("no_curves")
 
 
 def _signal_on_call(monkeypatch, cls, name, n, signum=signal.SIGINT):
