@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, save_bilm  # noqa: E402
+from spacy_elmo.bilm.lstm import LSTMState  # noqa: E402
 from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm  # noqa: E402,F401
 
 torch.set_num_threads(1)
@@ -90,3 +91,20 @@ def in_forked_child(fn: Callable[[], Any], timeout: float, what: str) -> Any:
         pytest.fail(f"{what} hung in a forked child")
     assert child.exitcode == 0
     return queue.get(timeout=5)
+
+
+def run_lstm(bilm, x, lengths, state, fused):
+    """Outputs, final state and every gradient of a fixed random loss over all of them."""
+    bilm.zero_grad()
+    bilm.lstm.set_fused_backward(fused)
+    x = x.clone().requires_grad_(True)
+    h0 = state.h.clone().requires_grad_(True)
+    c0 = state.c.clone().requires_grad_(True)
+    outputs, final = bilm.lstm(x[0], x[1], lengths, LSTMState(h0, c0))
+    gen = torch.Generator().manual_seed(3)
+    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outputs)
+    loss = loss + (final.h * torch.randn(final.h.shape, generator=gen)).sum()
+    loss = loss + (final.c * torch.randn(final.c.shape, generator=gen)).sum()
+    loss.backward()
+    grads = [x.grad, h0.grad, c0.grad] + [p.grad.clone() for p in bilm.lstm.parameters()]
+    return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads

@@ -25,6 +25,8 @@ from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm
 
+from ..conftest import run_lstm
+
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."],
              ["We", "sat", "on", "the", "river", "bank", "and", "watched", "the", "boats",
               "go", "by", "."],
@@ -130,22 +132,6 @@ def test_a_sentence_gets_the_same_bf16_vectors_whatever_else_is_in_the_batch():
         alone = layers(bilm, batch_to_ids([sentence]))[:, 0]
         n = len(sentence)
         torch.testing.assert_close(alone[:, :n], together[:, i, :n], atol=1e-6, rtol=0)
-
-
-def run_lstm(bilm, x, lengths, state, fused):
-    """Outputs, final state and every gradient of a fixed random loss over all of them."""
-    bilm.zero_grad()
-    bilm.lstm.set_fused_backward(fused)
-    x = x.clone().requires_grad_(True)
-    h0, c0 = state.h.clone().requires_grad_(True), state.c.clone().requires_grad_(True)
-    outputs, final = bilm.lstm(x[0], x[1], lengths, LSTMState(h0, c0))
-    gen = torch.Generator().manual_seed(3)
-    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outputs)
-    loss = loss + (final.h * torch.randn(final.h.shape, generator=gen)).sum()
-    loss = loss + (final.c * torch.randn(final.c.shape, generator=gen)).sum()
-    loss.backward()
-    grads = [x.grad, h0.grad, c0.grad] + [p.grad.clone() for p in bilm.lstm.parameters()]
-    return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads
 
 
 @pytest.mark.parametrize("directions", ["off", "on"])

@@ -23,29 +23,13 @@ from spacy_elmo.pretrain.corpus import SentenceSource, TextSettings
 from spacy_elmo.pretrain.trainer import train
 from spacy_elmo.pretrain.vocab import Vocab
 
+from ..conftest import run_lstm
 from .conftest import TINY_OPTIONS, tiny_config, write_corpus
 from .test_resume import params, train_losses
 
 OPTIONS = BiLMOptions(lstm_dim=16, projection_dim=8, n_layers=2, char_embed_dim=4,
                       filters=((1, 4), (2, 4), (3, 8)), n_highway=1, cell_clip=0.5,
                       proj_clip=0.1)
-
-
-def run_lstm(bilm, x, lengths, state, fused):
-    """Outputs, final state and every gradient of a fixed random loss over all of them."""
-    bilm.zero_grad()
-    bilm.lstm.set_fused_backward(fused)
-    x = x.clone().requires_grad_(True)
-    h0 = state.h.clone().requires_grad_(True)
-    c0 = state.c.clone().requires_grad_(True)
-    outputs, final = bilm.lstm(x[0], x[1], lengths, LSTMState(h0, c0))
-    gen = torch.Generator().manual_seed(3)
-    loss = sum((o * torch.randn(o.shape, generator=gen)).sum() for o in outputs)
-    loss = loss + (final.h * torch.randn(final.h.shape, generator=gen)).sum()
-    loss = loss + (final.c * torch.randn(final.c.shape, generator=gen)).sum()
-    loss.backward()
-    grads = [x.grad, h0.grad, c0.grad] + [p.grad.clone() for p in bilm.lstm.parameters()]
-    return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads
 
 
 @pytest.mark.parametrize("directions", ["off", "on"])
