@@ -26,23 +26,28 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
+def _saves_and_loads_as(nlp, precision, fp32, tmp_path):
+    """nlp saved and loaded gives the same vectors at `precision`; the config wins over what
+    was saved: the same pipeline loaded as fp32 gives fp32's vectors."""
+    expected = [d._.elmo_layers for d in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / precision)
+    loaded = spacy.load(tmp_path / precision)
+    assert loaded.config["components"]["elmo"]["model"]["precision"] == precision
+    for got, want in zip(loaded.pipe(TEXTS), expected, strict=True):
+        np.testing.assert_array_equal(got._.elmo_layers, want)
+    as_fp32 = spacy.load(tmp_path / precision, config={
+        "components": {"elmo": {"model": {"precision": "fp32"}}}})
+    np.testing.assert_allclose(as_fp32(TEXTS[0])._.elmo_layers, fp32(TEXTS[0])._.elmo_layers,
+                               atol=1e-5)
+
+
 def test_an_int8_component_is_close_to_fp32_and_saves_as_int8(weights_dir, tmp_path):
     fp32, int8 = _nlp(weights_dir), _nlp(weights_dir, precision="int8")
     for text in TEXTS:
         a, b = fp32(text)._.elmo_layers, int8(text)._.elmo_layers
         assert not np.array_equal(a, b)  # the int8 path ran
         assert _cosines(a, b).mean(-1).min() >= 0.99
-    expected = [d._.elmo_layers for d in int8.pipe(TEXTS)]
-    int8.to_disk(tmp_path / "int8")
-    loaded = spacy.load(tmp_path / "int8")
-    assert loaded.config["components"]["elmo"]["model"]["precision"] == "int8"
-    for got, want in zip(loaded.pipe(TEXTS), expected, strict=True):
-        np.testing.assert_array_equal(got._.elmo_layers, want)
-    # the config wins over what was saved: the same pipeline loaded as fp32
-    as_fp32 = spacy.load(tmp_path / "int8", config={
-        "components": {"elmo": {"model": {"precision": "fp32"}}}})
-    np.testing.assert_allclose(as_fp32(TEXTS[0])._.elmo_layers, fp32(TEXTS[0])._.elmo_layers,
-                               atol=1e-5)
+    _saves_and_loads_as(int8, "int8", fp32, tmp_path)
 
 
 def test_an_unknown_precision_is_refused_when_the_pipeline_is_built(weights_dir):
@@ -78,16 +83,7 @@ def test_a_bf16_component_is_close_to_fp32_and_saves_as_bf16(weights_dir, tmp_pa
         a, b = fp32(text)._.elmo_layers, bf16(text)._.elmo_layers
         assert b.dtype == np.float32 and not np.array_equal(a, b)  # the bf16 path ran
         assert _cosines(a, b).min() >= 0.999
-    expected = [d._.elmo_layers for d in bf16.pipe(TEXTS)]
-    bf16.to_disk(tmp_path / "bf16")
-    loaded = spacy.load(tmp_path / "bf16")
-    assert loaded.config["components"]["elmo"]["model"]["precision"] == "bf16"
-    for got, want in zip(loaded.pipe(TEXTS), expected, strict=True):
-        np.testing.assert_array_equal(got._.elmo_layers, want)
-    as_fp32 = spacy.load(tmp_path / "bf16", config={
-        "components": {"elmo": {"model": {"precision": "fp32"}}}})
-    np.testing.assert_allclose(as_fp32(TEXTS[0])._.elmo_layers, fp32(TEXTS[0])._.elmo_layers,
-                               atol=1e-5)
+    _saves_and_loads_as(bf16, "bf16", fp32, tmp_path)
 
 
 def test_bf16_is_refused_where_emulated_unless_allowed(weights_dir, monkeypatch):
