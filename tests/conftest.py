@@ -108,3 +108,21 @@ def run_lstm(bilm, x, lengths, state, fused):
     loss.backward()
     grads = [x.grad, h0.grad, c0.grad] + [p.grad.clone() for p in bilm.lstm.parameters()]
     return [o.detach() for o in outputs] + [final.h.detach(), final.c.detach()], grads
+
+
+def embedded_at(tmp_path: Path, sentences, weights: Path, precisions):
+    """`spacy-elmo embed`'s vectors of each sentence (one a line) at each precision: the text
+    file written, and precision -> a tensor per sentence."""
+    import h5py
+
+    from spacy_elmo.cli.embed import embed_file
+
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
+    out = {}
+    for precision in precisions:
+        path = tmp_path / f"{precision}.hdf5"
+        embed_file(text, path, weights=weights, precision=precision, progress=False)
+        with h5py.File(path, "r") as f:
+            out[precision] = [torch.from_numpy(f[str(i)][()]) for i in range(len(sentences))]
+    return text, out

@@ -25,7 +25,7 @@ from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm
 
-from ..conftest import run_lstm
+from ..conftest import embedded_at, run_lstm
 
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."],
              ["We", "sat", "on", "the", "river", "bank", "and", "watched", "the", "boats",
@@ -205,18 +205,10 @@ def test_native_bf16_is_read_from_the_cpu_flags_and_from_cuda(monkeypatch):
 
 def test_embed_writes_bf16_vectors_close_to_fp32_and_refuses_emulated_bf16(
         tmp_path, tiny_weights_dir, monkeypatch):
-    import h5py
 
     from spacy_elmo.cli.embed import embed_file
 
-    text = tmp_path / "in.txt"
-    text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
-    out = {}
-    for precision in ("fp32", "bf16"):
-        path = tmp_path / f"{precision}.hdf5"
-        embed_file(text, path, weights=tiny_weights_dir, precision=precision, progress=False)
-        with h5py.File(path, "r") as f:
-            out[precision] = [torch.from_numpy(f[str(i)][()]) for i in range(len(SENTENCES))]
+    text, out = embedded_at(tmp_path, SENTENCES, tiny_weights_dir, ("fp32", "bf16"))
     for a, b in zip(out["fp32"], out["bf16"], strict=True):
         assert not torch.equal(a, b)
         assert F.cosine_similarity(a, b, dim=-1).min() > 0.999

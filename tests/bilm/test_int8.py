@@ -12,7 +12,7 @@ from spacy_elmo.bilm import BiLM, WordCache, batch_to_ids, int8, load_bilm, pres
 from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
 
-from ..conftest import make_random_bilm
+from ..conftest import embedded_at, make_random_bilm
 
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."],
              ["We", "sat", "on", "the", "river", "bank", "and", "watched", "boats", "."],
@@ -123,18 +123,10 @@ def test_a_sentence_gets_the_same_int8_vectors_whatever_else_is_in_the_batch():
 
 
 def test_embed_writes_int8_vectors_close_to_fp32(tmp_path, tiny_weights_dir):
-    import h5py
 
     from spacy_elmo.cli.embed import embed_file
 
-    text = tmp_path / "in.txt"
-    text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
-    out = {}
-    for precision in ("fp32", "int8"):
-        path = tmp_path / f"{precision}.hdf5"
-        embed_file(text, path, weights=tiny_weights_dir, precision=precision, progress=False)
-        with h5py.File(path, "r") as f:
-            out[precision] = [torch.from_numpy(f[str(i)][()]) for i in range(len(SENTENCES))]
+    text, out = embedded_at(tmp_path, SENTENCES, tiny_weights_dir, ("fp32", "int8"))
     for a, b in zip(out["fp32"], out["int8"], strict=True):
         assert not torch.equal(a, b)
         assert F.cosine_similarity(a, b, dim=-1).mean() >= MIN_COSINE
