@@ -8,7 +8,10 @@ keeps) and writes the settings that matter, every dev evaluation (step, tokens, 
 backward / mean full-softmax perplexity, training hours and CPU hours so far), the
 throughput, the snapshots on disk, and how to continue the run. With --wic, each snapshot's
 WiC dev accuracy (`scripts/wic_probe.py`, kept as `wic.json` in the snapshot so that it is
-computed once; snapshots that already have one are listed without --wic). The run directory
+computed once; snapshots that already have one are listed without --wic); with --probes
+DATA_DIR, each snapshot's nearest-neighbour WSD on SemEval-2007 and XPOS dev accuracy
+(`scripts/probe_wsd.py`, `scripts/probe_pos.py`; kept as `probe_wsd.json` and
+`probe_pos.json` in the snapshot, about 3 minutes a snapshot on 2 cores). The run directory
 itself (checkpoint, snapshots) is too large for git; this page is the record that survives it.
 """
 
@@ -22,6 +25,10 @@ from typing import Dict, List, Optional
 
 import typer
 
+from spacy_elmo.experiments.messages import user_errors
+from spacy_elmo.experiments.probe_pos import cached_probe as pos_probe
+from spacy_elmo.experiments.probe_wsd import cached_probe as wsd_probe
+from spacy_elmo.experiments.probes import best_layer, probe_data
 from spacy_elmo.experiments.wic import cached_probe, chosen
 from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
@@ -44,51 +51,88 @@ def card_curve(card: Path) -> Dict[int, float]:
     return curve
 
 
-def wic_row(name: str, tokens: str, ppl: str, rows: List[Dict[str, object]]) -> str:
+def wic_cells(rows: List[Dict[str, object]]) -> List[str]:
     pick, best = chosen(rows), max(rows, key=lambda r: float(r["dev"]))  # type: ignore[arg-type]
-    return (f"| {name} | {tokens} | {ppl} | {pick['dev']:.1f} (layer {pick['layer']}) | "
-            f"{best['dev']:.1f} (layer {best['layer']}) |")
+    return [f"{pick['dev']:.1f} (layer {pick['layer']})",
+            f"{best['dev']:.1f} (layer {best['layer']})"]
+
+
+def probe_cells(weights: Optional[Path], wic: Optional[Path], probes: Optional[Dict[str, Path]],
+                caches: Dict[str, Path], mfs: List[float]) -> Optional[List[str]]:
+    """The WiC (two cells), WSD and POS cells of one biLM: each cached one read, each
+    missing one probed when its data is given (and `weights` is not None); '-' for the rest.
+    None when every cell would be '-'. SemCor's MFS on the WSD set goes into `mfs`."""
+    cells = ["-", "-", "-", "-"]
+    if caches["wic"].exists() or (wic is not None and weights is not None):
+        # the weights are read only when the cache is missing
+        cells[:2] = wic_cells(cached_probe(weights or caches["wic"], wic, caches["wic"]))
+    if caches["wsd"].exists() or (probes is not None and weights is not None):
+        semcor, dev = (None, None) if probes is None else (probes["semcor"], probes["wsd_dev"])
+        result = wsd_probe(weights, semcor, dev, caches["wsd"])
+        cells[2] = best_layer(result["layers"])  # type: ignore[arg-type]
+        mfs.append(float(result["mfs"]))  # type: ignore[arg-type]
+    if caches["pos"].exists() or (probes is not None and weights is not None):
+        result = pos_probe(weights, None if probes is None else probes["ud"], caches["pos"])
+        layers: Dict[str, Dict[str, float]] = result["xpos"]["layers"]  # type: ignore
+        cells[3] = best_layer({k: v["dev"] for k, v in layers.items()})
+    return None if cells == ["-"] * 4 else cells
 
 
 def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
-              compare: Optional[Path]) -> List[str]:
-    """One row per snapshot with a WiC result: its dev perplexity (dev.json) and the probe's
-    dev accuracy, of the layer chosen on train and of the best layer on dev; with `compare`
-    (a bundled biLM's card) that biLM's row first, kept in RUN_DIR/wic_<name>_<card hash>.json
-    (probed when the card lies beside its weights)."""
-    lines = []
+              compare: Optional[Path], probes: Optional[Path] = None) -> List[str]:
+    """One row per snapshot with a probe result: its dev perplexity (dev.json), WiC dev
+    accuracy (of the layer chosen on train, and of the best layer on dev) and, with `probes`
+    (a data directory: wsd/ and ud_en_ewt/), the best layer's nearest-neighbour WSD on
+    SemEval-2007 and XPOS dev accuracy; each result kept beside the snapshot (wic.json,
+    probe_wsd.json, probe_pos.json). With `compare` (a bundled biLM's card) that biLM's row
+    first, its results kept in RUN_DIR/<probe>_<name>_<card hash>.json (probed when the card
+    lies beside its weights)."""
+    data = probe_data(probes, ("semcor", "wsd_dev", "ud")) if probes is not None else None
+    lines: List[str] = []
+    mfs: List[float] = []
     if compare is not None:
         name = card_name(compare)
         digest = hashlib.sha1(compare.read_bytes()).hexdigest()[:8]  # one card, one cache
-        cache = run / f"wic_{name}_{digest}.json"
-        beside = (compare.parent / "weights.hdf5").exists()
-        if (wic is not None and beside) or cache.exists():
-            rows = cached_probe(compare.parent, wic, cache)
+        caches = {probe: run / f"{probe}_{name}_{digest}.json"
+                  for probe in ("wic", "probe_wsd", "probe_pos")}
+        beside = compare.parent if (compare.parent / "weights.hdf5").exists() else None
+        cells = probe_cells(beside, wic, data, {"wic": caches["wic"], "wsd": caches["probe_wsd"],
+                                                "pos": caches["probe_pos"]}, mfs)
+        if cells is not None:
             curve = card_curve(compare)
             ppl = f"{curve[max(curve)]:.1f}" if curve else "-"
-            lines.append(wic_row(f"{name} (compared)", "-", ppl, rows))
+            lines.append(f"| {name} (compared) | - | {ppl} | " + " | ".join(cells) + " |")
     for snap in snapshots:
-        cache = snap / "wic.json"
-        if not cache.exists() and wic is None:
+        caches = {"wic": snap / "wic.json", "wsd": snap / "probe_wsd.json",
+                  "pos": snap / "probe_pos.json"}
+        if not all(path.exists() for path in caches.values()) and (wic or data):
+            typer.echo(f"probing {snap} ...")
+        cells = probe_cells(snap, wic, data, caches, mfs)
+        if cells is None:
             continue
-        if not cache.exists():
-            typer.echo(f"WiC probe of {snap} ...")
-        rows = cached_probe(snap, wic, cache)
         dev = json.loads((snap / "dev.json").read_text()) if (snap / "dev.json").exists() else {}
         tokens = f"{dev['tokens'] / 1e6:.1f}M" if "tokens" in dev else "-"
         ppl = f"{dev['dev_ppl']:.1f}" if "dev_ppl" in dev else "-"
-        lines.append(wic_row(snap.name, tokens, ppl, rows))
+        lines.append(f"| {snap.name} | {tokens} | {ppl} | " + " | ".join(cells) + " |")
     if not lines:
         return []
-    return ["## WiC of the snapshots", "",
-            "`python scripts/wic_probe.py SNAPSHOT WIC_DIR` (cosine threshold fitted on WiC "
-            "train; chance 50, published ELMo 57.7 on test):", "",
+    baseline = f"{mfs[0]:.1f}" if mfs else "-"
+    return ["## Probes of the snapshots", "",
+            "WiC: `python scripts/wic_probe.py SNAPSHOT WIC_DIR` (cosine threshold fitted on "
+            "WiC train; chance 50, published ELMo 57.7 on test). WSD: `python "
+            "scripts/probe_wsd.py SEMCOR SEMEVAL2007 --weights SNAPSHOT`, the best layer's "
+            "nearest-neighbour accuracy on SemEval-2007, the dev set (SemCor's most frequent "
+            f"sense: {baseline}). POS: `python scripts/probe_pos.py UD_DIR --weights "
+            "SNAPSHOT`, the best layer's XPOS dev accuracy (L2 weight and epoch chosen on "
+            "dev; the test split is not read). Layer 0 is the token layer, `mix` the mean "
+            "of the layers.", "",
             "| snapshot | tokens | dev perplexity | WiC dev (layer chosen on train) | "
-            "best layer on dev |", "|---|---:|---:|---:|---:|", *lines, ""]
+            "best layer on dev | WSD SemEval-2007 | XPOS dev |",
+            "|---|---:|---:|---:|---:|---:|---:|", *lines, ""]
 
 
 def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
-           wic: Optional[Path] = None) -> str:
+           wic: Optional[Path] = None, probes: Optional[Path] = None) -> str:
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     rows = read_metrics(run / "metrics.jsonl")
     train = [r for r in rows if r["type"] == "train"]
@@ -128,7 +172,7 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
     snapshots = sorted((run / "snapshots").glob("step_*")) if (run / "snapshots").exists() else []
     if snapshots:
         lines += ["Snapshots on disk: " + ", ".join(p.name for p in snapshots), ""]
-        lines += wic_table(run, snapshots, wic, compare)
+        lines += wic_table(run, snapshots, wic, compare, probes)
     return "\n".join(lines)
 
 
@@ -138,9 +182,14 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
              None, help="a bundled biLM's model card: its dev perplexity at the same steps"),
          wic: Optional[Path] = typer.Option(
              None, help="WiC directory: probe the snapshots that have no wic.json yet"),
+         probes: Optional[Path] = typer.Option(
+             None, help="Data directory with wsd/ and ud_en_ewt/: probe-wsd (SemEval-2007) "
+             "and probe-pos (XPOS dev) of the snapshots that have no result yet"),
          ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text(out, report(run, command, compare, wic))
+    with user_errors():  # missing probe data: its message, not a traceback
+        text = report(run, command, compare, wic, probes)
+    write_text(out, text)
     typer.echo(out)
 
 

@@ -390,13 +390,77 @@ class Errors(metaclass=Catalogue):
             "the place in the data with it), though its exports are there. Start a new run "
             "from the latest: spacy-elmo pretrain TEXT --init-weights {latest} --output NEW "
             "(or --overwrite to replace this one).")
-
+    # The HTTP server, `spacy-elmo serve` (E200-E219)
+    E200 = ("`spacy-elmo serve` needs FastAPI and uvicorn ({missing} is not installed): pip "
+            "install 'spacy-elmo[serve]' (in a checkout: pip install -e '.[serve]').")
+    E201 = ("The request body is {size} bytes, over this server's limit of {limit} bytes "
+            "(--max-request-bytes). Send fewer sentences per request.")
+    E202 = ("The request has {n} {what}, more than this server's limit of {limit} a request "
+            "(--max-sentences). Split it into several requests.")
+    E203 = ("The request has {n} tokens, more than this server's limit of {limit} a request "
+            "(--max-tokens). Split it into several requests.")
+    E204 = ("The request body is not UTF-8 text (byte {offset}: {err}). Send JSON encoded as "
+            "UTF-8.")
+    E205 = ("The request body is not JSON: {err}. Send one JSON object, e.g. "
+            "{{\"sentences\": [[\"Hello\", \"world\"]]}}.")
+    E206 = ("The request does not match the {endpoint} schema: {problems}. The schema is at "
+            "/docs (OpenAPI: /openapi.json).")
+    E207 = ("The request has {problem}: give either `sentences` (lists of tokens) or `texts` "
+            "(strings), with at least one item.")
+    E208 = ("{where} {problem}. A token is a non-empty string without whitespace (send "
+            "untokenized text as `texts`), and text is valid Unicode without NUL characters.")
+    E209 = ("The server has {n} requests waiting for the model, its limit (--max-queue). "
+            "Send this one again shortly, or to another worker.")
+    E210 = ("Cannot tokenize texts for language {lang!r}: {err}. {fix}")
+    E211 = ("`mix_weights` and `gamma` go with `layers` \"mix\" only, and `mix_weights` is "
+            "{n_layers} non-negative numbers with a positive sum (one per layer, token layer "
+            "first); got {value}.")
+    E212 = ("This endpoint answers {offered}, none of which the Accept header {accept!r} takes. "
+            "Send Accept: application/json (or one of the others), or no Accept header.")
+    E213 = ("The request's Content-Type is {content_type!r}; send the body as JSON with "
+            "Content-Type: application/json (curl: --json, or -H 'Content-Type: "
+            "application/json').")
+    E214 = ("{path} needs a spaCy pipeline, but this server runs a biLM alone. Start it with a "
+            "saved pipeline that has an `elmo` component: spacy-elmo serve PIPELINE_DIR.")
+    E215 = ("No {method} {path} here: the endpoints are {endpoints} (API docs at /docs).")
+    E216 = ("The server is stopping and takes no more requests: send this request again, to "
+            "another worker or once the server is back.")
+    E217 = ("The server failed on this request ({err}); its log has the details. Other "
+            "requests are not affected.")
+    E218 = ("The spaCy pipeline '{path}' has no `elmo` component (its components: {pipes}). "
+            "Serve a pipeline with one, or its biLM directly: spacy-elmo serve WEIGHTS.")
+    E219 = ("spaCy cannot use GPU {gpu_id} for the pipeline ({err}). Install CuPy for your CUDA "
+            "(pip install 'spacy-elmo[cuda12x]'), or serve on the CPU (--gpu-id -1).")
+    # Layer probes: word senses and parts of speech (E220-E229)
+    E220 = ("Line {line} of '{path}' is not a SemCor sentence: {problem}. Each line is a JSON "
+            "object with 'tokens' (the words; a multiword expression joined by '_') and "
+            "'senses' (one list of WordNet sense keys per token, empty where untagged).")
+    E221 = ("'{path}' is not a word sense disambiguation set in the unified framework's "
+            "format: {problem}. Give NAME.data.xml with NAME.gold.key.txt beside it, or the "
+            "directory that holds the pair.")
+    E222 = ("'{path}': {problem}. In the unified framework's format every <instance> has an "
+            "id, a lemma and a pos (NOUN, VERB, ADJ or ADV) and its word(s) as text.")
+    E223 = ("'{path}' gives no gold sense for {n} instance(s) of '{data}' (e.g. {example}): "
+            "the files do not belong together. Use the .gold.key.txt that came with the "
+            ".data.xml.")
+    E224 = "Line {line} of '{path}' is not 'INSTANCE_ID SENSE_KEY [SENSE_KEY ...]': {text!r}."
+    E225 = ("{key!r} (line {line} of '{path}') is not a WordNet sense key (lemma%ss_type:"
+            "lex_filenum:lex_id:head_word:head_id, ss_type 1-5).")
+    E226 = ("'{path}' holds no sense-tagged token: the probe needs SemCor's tagged tokens for "
+            "its sense centroids and its most-frequent-sense baseline.")
+    E227 = ("Line {line} of '{path}' is not a CoNLL-U word line (10 tab-separated columns: "
+            "ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC): {text!r}.")
+    E228 = ("'{path}' has no {split} file ({patterns}). Give a Universal Dependencies "
+            "treebank directory holding its train, dev and test .conllu files (e.g. "
+            "en_ewt-ud-train.conllu).")
+    E229 = ("The {split} file '{path}' holds no sentence (no CoNLL-U word line): the probe "
+            "has nothing to {what}. Give the treebank's {split} file.")
     # bf16 precision (E230-E249)
     E230 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
             "or AMX on a CPU, Ampere or newer on a GPU): torch would emulate every bf16 matmul, "
-            "several times slower than fp32 (on an AVX-512 CPU without them, 1/7 of the fp32 "
-            "rate). Use precision 'fp32' here (or 'int8' for inference on the CPU). To run "
-            "bf16 anyway, e.g. to test it, set the environment variable "
+            "several times slower than fp32 (on an AVX-512 CPU without them, a fifth to a "
+            "seventh of the fp32 rate). Use precision 'fp32' here (or 'int8' for inference on "
+            "the CPU). To run bf16 anyway, e.g. to test it, set the environment variable "
             "SPACY_ELMO_ALLOW_EMULATED_BF16=1.")
     E231 = ("Unknown training precision '{precision}'; choose one of: {known} (int8 serves "
             "inference only).")
@@ -460,3 +524,14 @@ class Warnings(metaclass=Catalogue):
     W027 = ("{what} need about {need} of memory, more than half of the {have} available "
             "({detail}): other processes may run short, or this one be killed. Lower "
             "--batch-size, --window or --shuffle-buffer if it is not meant.")
+    # The HTTP server (W030-W034)
+    W030 = ("Serving on {host}, which other machines can reach: the server has no "
+            "authentication or TLS of its own. Put it behind a proxy that has them, or bind "
+            "127.0.0.1 (the default).")
+    W031 = ("Stopped by {signal}: {refused} request(s) still waiting after --shutdown-timeout "
+            "{timeout} s were refused (HTTP 503); those in the biLM were answered.")
+    W032 = ("A batch of {n} requests failed in the model ({err}); each was run again on its "
+            "own, so only the request that fails alone gets an error (HTTP 500).")
+    # Layer probes (W035-W039)
+    W035 = ("{n} {split} token(s) have {tagset} tags that the training file never has "
+            "({tags}): the probe counts them wrong.")

@@ -1,5 +1,6 @@
 """The package's imports: no cycles (TYPE_CHECKING and function-level imports included), and
-the layering of design.md: errors/files <- bilm <- pipeline, pretrain <- experiments <- cli."""
+the layering of design.md: errors/files <- bilm <- pipeline, pretrain <- experiments, serve <-
+cli."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # The layer of each part of the package: a module may import its own part and lower layers
 # only. The top-level modules other than those named are the base (errors, files, ...).
-LAYERS = {"bilm": 1, "pipeline": 2, "pretrain": 2, "experiments": 3, "cli": 4, "__main__": 5}
+LAYERS = {"bilm": 1, "pipeline": 2, "pretrain": 2, "experiments": 3, "serve": 3, "cli": 4,
+          "__main__": 5}
 # Third-party packages a part must not import (pretrain may: spaCy's tokenizers split its
 # corpus).
 FORBIDDEN = {"bilm": ("spacy", "thinc")}

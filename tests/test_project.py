@@ -55,8 +55,8 @@ def test_project_commands_have_full_help_and_rerun_their_guarded_scripts():
     for command in project["commands"]:
         assert len(command.get("help", "")) >= 60, command["name"]
         for line in command["script"]:
-            if re.match(r"python scripts/(convert|holdout|raw_text|train_word2vec|wic_probe)\.py",
-                        line):
+            if re.match(r"python scripts/(convert|holdout|raw_text|train_word2vec|wic_probe"
+                        r"|probe_wsd|probe_pos)\.py", line):
                 assert line.endswith(" --overwrite"), line
     assert "curve" not in project["workflows"]["all"]
     assert "curve-bundled" in project["workflows"]["all"]

@@ -27,6 +27,28 @@ from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, batches, 
 LAYER_MODES = ("all", "top", "average")
 
 
+def reduce_layers(layers: torch.Tensor, mode: str) -> torch.Tensor:
+    """The layers (L+1, ...) that `mode` asks for: "all" of them, the "top" one, or the
+    "average" of all (both without the first axis)."""
+    if mode == "top":
+        return layers[-1]
+    if mode == "average":
+        return layers.mean(0)
+    return layers
+
+
+def mix_layers(layers: np.ndarray, weights: Optional[Sequence[float]] = None,
+               gamma: float = 1.0) -> np.ndarray:
+    """A fixed weighted average of the layers, `gamma * sum_j p_j h_j`, with p the `weights`
+    normalised to sum 1 (equal without them): (L+1, n, width) -> (n, width), float32."""
+    if weights is None:
+        probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
+    else:
+        probs = np.asarray(weights, dtype="float32") / float(sum(weights))
+    mixed = np.tensordot(probs, layers, axes=(0, 0))
+    return (gamma * mixed).astype("float32")
+
+
 class Embedder:
     """Turns tokenized sentences into ELMo layers, one numpy array per sentence.
 
@@ -123,11 +145,7 @@ class Embedder:
         ids = self.char_ids.batch(batch).to(self.device)
         with torch.inference_mode():
             layers = (runner(ids) if runner is not None else self.bilm(ids)).layers
-            if self.layers == "top":
-                layers = layers[-1]
-            elif self.layers == "average":
-                layers = layers.mean(0)
-            layers = layers.float().cpu()
+            layers = reduce_layers(layers, self.layers).float().cpu()
         if self.layers == "all":
             return [layers[:, i, : len(t)].numpy() for i, t in enumerate(batch)]
         return [layers[i, : len(t)].numpy() for i, t in enumerate(batch)]

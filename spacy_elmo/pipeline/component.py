@@ -17,6 +17,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from ..bilm.embedder import mix_layers
 from ..bilm.sources import BilmSource, check_format
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..validation import boolean, check_all, number, numbers, path
@@ -239,14 +240,8 @@ class ElmoComponent(TrainablePipe):
         """`doc._.elmo`: this component's fixed weighted average of the layers, `gamma *
         sum_j p_j h_j` with p the normalised `mix_weights` (equal without them): (L+1, n,
         width) -> (n, width). Not learned; each listener learns its own ScalarMix."""
-        weights = self.cfg["mix_weights"]
         self._check_mix_weights(layers.shape[0])
-        if weights is None:
-            probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
-        else:
-            probs = np.asarray(weights, dtype="float32") / float(sum(weights))
-        mixed = np.tensordot(probs, layers, axes=(0, 0))
-        return (self.cfg["gamma"] * mixed).astype("float32")
+        return mix_layers(layers, self.cfg["mix_weights"], self.cfg["gamma"])
 
     def _check_mix_weights(self, n_layers: int) -> None:
         """E058 unless `mix_weights` is null or has one weight per biLM layer (checked at

@@ -488,8 +488,8 @@ def train(config: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
         torch.set_num_threads(config.threads)
     ctx = ddp.setup(config.device)
     try:
-        check_memory(config, ctx.device)  # sizes that would exhaust memory: before any work
         check_precision(config.precision, ctx.device, training=True)  # before any file
+        check_memory(config, ctx.device)  # sizes that would exhaust memory: before any work
         if ctx.is_main:
             warn_inside_corpus(config)
         with RunLock(Path(config.output), active=ctx.is_main) as lock:

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from spacy_elmo.experiments import convert, holdout, raw_text, wic, word2vec
+from spacy_elmo.experiments import convert, holdout, probe_pos, probe_wsd, raw_text, wic, word2vec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +60,9 @@ def _cases(tmp: Path):
         "wic_probe.py --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],
                                 wic_dir / "train" / "train.gold.txt"),
         "train_word2vec.py": (word2vec.main, ["OUT", text], text),
+        "probe_wsd.py": (probe_wsd.main, [text, tmp / "wsd", "--output", "OUT"], text),
+        "probe_pos.py": (probe_pos.main, [tmp / "ud", "--weights", text, "--output", "OUT"],
+                         text),
     }, taken
 
 

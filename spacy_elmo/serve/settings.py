@@ -1,0 +1,70 @@
+"""What a server takes per request, how it batches, and how it stops: set once at start."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict
+
+from ..bilm.windows import MAX_BATCH_TOKENS
+from ..errors import Errors
+from ..validation import Rule, check_all, integer, is_int, number
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+PORT = Rule("an integer in [0, 65535] (0: any free port)", lambda v: is_int(v) and 0 <= v <= 65535,
+            "int")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most a request may hold: bytes of body, sentences (or texts), and tokens in all
+    (counted after tokenizing texts). Bigger requests get HTTP 413 naming the limit."""
+
+    max_request_bytes: int = 1 << 20
+    max_sentences: int = 256
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Dynamic batching: requests that arrive within `max_wait_ms` of the first one waiting
+    run in one batch of up to `max_batch_tokens` tokens (each sentence also counts its
+    `<S>` and `</S>`); `enabled=False` runs every request on its own. At most `max_queue`
+    requests wait; more are refused (HTTP 503)."""
+
+    max_wait_ms: float = 5.0
+    max_batch_tokens: int = MAX_BATCH_TOKENS
+    enabled: bool = True
+    # requests waiting for the model, beyond which new ones get HTTP 503 (E209)
+    max_queue: int = 1024
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    limits: Limits = Limits()
+    batching: Batching = Batching()
+    # after SIGTERM/Ctrl-C, requests still waiting this long are refused (HTTP 503)
+    shutdown_timeout: float = 30.0
+    access_log: bool = True
+    log_level: str = "info"
+
+    def check(self) -> None:
+        """E020 for a setting out of range, named by its flag."""
+        values = {"--port": self.port, "--shutdown-timeout": self.shutdown_timeout,
+                  "--max-request-bytes": self.limits.max_request_bytes,
+                  "--max-sentences": self.limits.max_sentences,
+                  "--max-tokens": self.limits.max_tokens,
+                  "--max-wait-ms": self.batching.max_wait_ms,
+                  "--max-batch-tokens": self.batching.max_batch_tokens,
+                  "--max-queue": self.batching.max_queue}
+        rules = {"--port": PORT, "--shutdown-timeout": number(0),
+                 "--max-request-bytes": integer(1), "--max-sentences": integer(1),
+                 "--max-tokens": integer(1), "--max-wait-ms": number(0, 60_000),
+                 "--max-batch-tokens": integer(1), "--max-queue": integer(1)}
+        check_all(values, rules, Errors.E020)
+
+    def describe(self) -> Dict[str, Any]:
+        """The limits and batching settings, as /v1/info shows them."""
+        return {"limits": asdict(self.limits), "batching": asdict(self.batching),
+                "shutdown_timeout_s": self.shutdown_timeout}

@@ -1,0 +1,162 @@
+"""The batcher alone (no HTTP): which jobs run together, what runs when, and stopping."""
+
+import threading
+from concurrent.futures import CancelledError
+
+import pytest
+
+from spacy_elmo.serve.batcher import Batcher
+from spacy_elmo.serve.inputs import ClientError
+
+
+class Recorder:
+    """A runner that records its batches; `gate` holds the first call until set."""
+
+    def __init__(self, fail_on=None):
+        self.batches = []
+        self.started = threading.Event()
+        self.gate = threading.Event()
+        self.fail_on = fail_on
+
+    def __call__(self, kind, payloads):
+        self.batches.append((kind, list(payloads)))
+        self.started.set()
+        self.gate.wait(10)
+        if self.fail_on is not None and self.fail_on in payloads:
+            raise RuntimeError("boom")
+        return [f"{kind}:{p}" for p in payloads]
+
+
+def started(run, **kwargs):
+    batcher = Batcher(run, **kwargs)
+    batcher.start()
+    return batcher
+
+
+def test_jobs_that_wait_while_a_batch_runs_go_together():
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0)
+    first = batcher.submit("embed", "a", 3)
+    assert run.started.wait(10)
+    rest = [batcher.submit("embed", p, 3) for p in "bcd"]
+    run.gate.set()
+    assert [f.result(10) for f in [first, *rest]] == ["embed:a", "embed:b", "embed:c",
+                                                    "embed:d"]
+    batcher.close(10)
+    assert run.batches == [("embed", ["a"]), ("embed", ["b", "c", "d"])]
+    assert batcher.stats["largest_batch"] == 3 and batcher.stats["requests"] == 4
+
+
+def test_a_batch_keeps_to_its_cost_and_its_kind():
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0, max_cost=10)
+    blocker = batcher.submit("embed", "x", 1)
+    assert run.started.wait(10)
+    futures = [batcher.submit("embed", "a", 4), batcher.submit("embed", "b", 4),
+               batcher.submit("embed", "c", 4), batcher.submit("parse", "d", 1),
+               batcher.submit("embed", "e", 12)]
+    run.gate.set()
+    for f in [blocker, *futures]:
+        f.result(10)
+    batcher.close(10)
+    assert run.batches == [("embed", ["x"]), ("embed", ["a", "b"]), ("embed", ["c"]),
+                           ("parse", ["d"]), ("embed", ["e"])]
+
+
+def test_without_batching_every_job_runs_alone():
+    run = Recorder()
+    batcher = started(run, enabled=False)
+    first = batcher.submit("embed", "a", 1)
+    assert run.started.wait(10)
+    rest = [batcher.submit("embed", p, 1) for p in "bc"]
+    run.gate.set()
+    for f in [first, *rest]:
+        f.result(10)
+    batcher.close(10)
+    assert [b for _, b in run.batches] == [["a"], ["b"], ["c"]]
+
+
+def test_a_job_whose_client_left_is_skipped():
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0)
+    first = batcher.submit("embed", "a", 1)
+    assert run.started.wait(10)
+    gone, kept = batcher.submit("embed", "gone", 1), batcher.submit("embed", "kept", 1)
+    assert gone.cancel()
+    run.gate.set()
+    assert kept.result(10) == "embed:kept" and first.result(10) == "embed:a"
+    batcher.close(10)
+    assert all("gone" not in b for _, b in run.batches)
+    assert batcher.stats["cancelled"] == 1
+    with pytest.raises(CancelledError):
+        gone.result()
+
+
+def test_a_failing_batch_fails_only_the_job_that_fails_alone():
+    run = Recorder(fail_on="bad")
+    run.gate.set()
+    batcher = Batcher(run, max_wait_s=0.0)
+    futures = [batcher.submit("embed", p, 1) for p in ("ok1", "bad", "ok2")]  # queued first
+    batcher.start()
+    assert futures[0].result(10) == "embed:ok1" and futures[2].result(10) == "embed:ok2"
+    with pytest.raises(RuntimeError, match="boom"):
+        futures[1].result(10)
+    batcher.close(10)
+    assert run.batches[0] == ("embed", ["ok1", "bad", "ok2"])  # then each alone
+    assert batcher.stats["failed_batches"] == 1
+
+
+def test_after_the_grace_period_waiting_and_new_jobs_are_refused():
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0, enabled=False)
+    running = batcher.submit("embed", "a", 1)
+    assert run.started.wait(10)
+    waiting = batcher.submit("embed", "b", 1)
+    batcher.begin_stop(grace_s=0.0)  # over before "b" can start
+    new = batcher.submit("embed", "c", 1)
+    run.gate.set()
+    assert running.result(10) == "embed:a"
+    for future in (waiting, new):
+        with pytest.raises(ClientError, match=r"^\[E216\]") as err:
+            future.result(10)
+        assert err.value.status == 503
+    batcher.close(10)
+    assert not batcher.alive and batcher.stats["refused"] == 1
+
+
+def test_jobs_within_the_grace_period_are_answered():
+    """Waiting when the stop begins, or arriving during it (a request still being read)."""
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0)
+    running = batcher.submit("embed", "a", 1)
+    assert run.started.wait(10)
+    waiting = batcher.submit("embed", "b", 1)
+    batcher.begin_stop(grace_s=60.0)
+    late = batcher.submit("embed", "c", 1)
+    run.gate.set()
+    assert [f.result(10) for f in (running, waiting, late)] == ["embed:a", "embed:b",
+                                                               "embed:c"]
+    batcher.close(10)
+
+
+def test_a_full_queue_refuses_with_its_limit():
+    run = Recorder()
+    batcher = started(run, max_wait_s=0.0, max_queue=1)
+    running = batcher.submit("embed", "a", 1)
+    assert run.started.wait(10)
+    queued = batcher.submit("embed", "b", 1)
+    with pytest.raises(ClientError, match=r"^\[E209\] The server has 1 requests waiting"):
+        batcher.submit("embed", "c", 1).result(10)
+    run.gate.set()
+    assert running.result(10) and queued.result(10)
+    batcher.close(10)
+
+
+def test_a_closed_batcher_refuses():
+    run = Recorder()
+    run.gate.set()
+    batcher = started(run)
+    assert batcher.submit("embed", "a", 1).result(10) == "embed:a"
+    batcher.close(10)
+    with pytest.raises(ClientError, match=r"^\[E216\]"):
+        batcher.submit("embed", "b", 1).result(1)
