@@ -1,6 +1,5 @@
 """ELMo's biLM in pure PyTorch (no spaCy or thinc imports)."""
 
-from . import fork  # noqa: F401  (forked children: one torch thread; see fork.py)
 from .chars import BOS_TOKEN, EOS_TOKEN, CharIds, batch_to_ids
 from .lstm import LSTMState
 from .model import BiLM, BiLMOutput, StatefulBiLM, WordCache

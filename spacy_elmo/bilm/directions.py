@@ -23,6 +23,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar,
 import torch
 
 from ..errors import ElmoError, Errors
+from .fork import guard_forks
 
 MODES = ("auto", "on", "off")
 BOTH = slice(0, 2)
@@ -65,6 +66,7 @@ def run_directions(fn: Callable[[slice], T], device: torch.device) -> List[T]:
     own direction's slice of shared buffers."""
     if not use_concurrent(device):
         return [fn(BOTH)]
+    guard_forks()
     return _workers().run([lambda: fn(EACH[0]), lambda: fn(EACH[1])])
 
 

@@ -14,6 +14,7 @@ from ..errors import ElmoError, Errors
 from .chars import CharIds
 from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
+from .fork import guard_forks
 from .lstm import BiLSTMStack, LSTMState, ProjectedLSTMLayer
 from .options import BiLMOptions
 from .precision import check_precision
@@ -200,6 +201,8 @@ class BiLM(nn.Module):
     def run(self, char_ids: torch.Tensor, state: Optional[LSTMState] = None
             ) -> Tuple[BiLMOutput, LSTMState]:
         """(batch, tokens, chars) shifted ids without boundaries -> outputs, final state."""
+        if torch.get_num_threads() > 1:
+            guard_forks()  # forked children of this process then run one torch thread
         with_bounds = self.add_boundaries(char_ids)
         x, lengths = self.embed_sequence(with_bounds)
         reverse = reverse_index(lengths, x.shape[1])
