@@ -1,5 +1,5 @@
-"""What the `spacy-elmo` commands share: the typer app they register on, error and
-warning output, and help texts."""
+"""What the `spacy-elmo` commands share: the typer app they register on, error output, and
+help texts. Warnings are `errors.warn`'s, as everywhere in the package."""
 
 from __future__ import annotations
 
@@ -25,7 +25,3 @@ def fail(text: str, code: int = 1) -> NoReturn:
     typer.echo(_stderr.fail(text), err=True)
     raise typer.Exit(code)
 
-
-def warn(text: str) -> None:
-    """Print a warning to stderr."""
-    typer.echo(_stderr.warn(text), err=True)

@@ -85,7 +85,8 @@ def embed_cli(
         "(AVX512-BF16, AMX; Ampere or newer); int8: its matrices as int8 on the CPU (both "
         "faster, close to fp32; see the docs).")),
     shard: Optional[str] = typer.Option(None, "--shard", help=(
-        "i/N: embed only every N-th line from line i (0-based) into OUTPUT.shard-i-of-N.hdf5; "
+        "i/N: embed only every N-th line from line i (0-based) into OUTPUT.shard-<i>-of-<N>.hdf5, "
+        "i and N in five digits (out.hdf5.shard-00000-of-00002.hdf5); "
         "the last shard to finish writes OUTPUT, an index that opens as one file. Under "
         "torchrun, RANK/WORLD_SIZE give it. A rerun redoes only missing shards.")),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT."),

@@ -1,7 +1,8 @@
 """Sharded `embed`: the lines of INPUT split over processes, machines or GPUs.
 
 Shard i of N takes the lines whose 0-based number is i modulo N and writes them, under their
-line numbers, to `OUTPUT.shard-<i>-of-<N>.hdf5` (written whole or not at all). The process
+line numbers, to `OUTPUT.shard-<i>-of-<N>.hdf5`, i and N in five digits (written whole or not
+at all). The process
 that finishes the last shard writes OUTPUT: an index whose datasets are h5py virtual
 datasets into the shard files (same names and `sentence_to_index` as a single-process run),
 so it opens as one file while the shards lie beside it; a shard file gone later reads as

@@ -11,12 +11,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import typer
 from wasabi import msg
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import STDOUT, Terminated, guard_output, write_text
 from ..pretrain import settings
 from ..pretrain.config import PretrainConfig, default_settings
 from ..pretrain.stopping import Aborted
-from .common import app, fail, warn
+from .common import app, fail
 
 CONFIG_SUFFIXES = (".cfg", ".json")
 Override = Tuple[str, Any, str]  # (section.key, value, the flag as written)

@@ -13,9 +13,9 @@ import torch
 import typer
 from wasabi import msg
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from ..serve.settings import LOCAL_HOSTS, Batching, Limits, ServeSettings
-from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail, warn
+from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed import select_device
 
 SERVE_HELP = (

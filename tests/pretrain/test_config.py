@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.errors import ElmoError
+from spacy_elmo.errors import ElmoError, ElmoWarning
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
 from spacy_elmo.pretrain.settings import by_flag, declared
@@ -206,9 +206,9 @@ def test_gpu_id_and_the_deprecated_device_flag():
     assert resolved("a.txt", "--gpu-id", "-1").device == "cpu"
     assert resolved("a.txt", "--gpu-id", "1").device == "cuda:1"
     assert resolved("a.txt").device == "auto"
-    result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--dry-run"])
+    with pytest.warns(ElmoWarning, match=r"\[W015\] --device is deprecated: use --gpu-id N"):
+        result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--dry-run"])
     assert result.exit_code == 0, result.output
-    assert "[W015] --device is deprecated: use --gpu-id N" in flat(result.stderr)
     assert 'device = "cpu"' in result.stdout
     result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--gpu-id", "0"])
     assert result.exit_code == 1 and "[E130] --gpu-id and --device" in flat(result.stderr)

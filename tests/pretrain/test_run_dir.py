@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.errors import ElmoError
+from spacy_elmo.errors import ElmoError, ElmoWarning
 from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import CHECKSUM, load_checkpoint
 from spacy_elmo.pretrain.trainer import Trainer, train
@@ -200,11 +200,13 @@ def test_a_stopped_run_exits_non_zero_and_says_how_to_resume(tmp_path, monkeypat
     monkeypatch.setattr(Trainer, "train_step", step_then_signal)
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps(quick(tmp_path, max_steps=6).to_dict()))
-    result = runner.invoke(app, ["pretrain", "--config", str(config)])
+    with pytest.warns(ElmoWarning) as caught:
+        result = runner.invoke(app, ["pretrain", "--config", str(config)])
     assert result.exit_code == 128 + signum, result.output
     name = signal.Signals(signum).name
     assert (f"Stopped by {name} at step 2; checkpoint saved. Continue with: spacy-elmo "
-            f"pretrain --output {tmp_path / 'run'} --resume") in flat(result.stderr)
+            f"pretrain --output {tmp_path / 'run'} --resume") in [flat(str(w.message))
+                                                                  for w in caught][-1]
     assert load_checkpoint(tmp_path / "run")["step"] == 2
     assert not (tmp_path / "run" / "model").exists()
 
