@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import StatefulBiLM, batch_to_ids, load_bilm
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -42,7 +43,7 @@ def test_component_on_gpu_matches_cpu(fixture_dir):
         doc = gpu(text)
         assert isinstance(doc._.elmo_layers, np.ndarray)
         np.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
-        holder = gpu.get_pipe("elmo").model.layers[0].shims[0]._model
+        holder = get_holder(gpu.get_pipe("elmo").model)
         assert next(holder.parameters()).is_cuda
     finally:
         require_cpu()

@@ -1,16 +1,20 @@
-"""`spacy-elmo.ElmoModel.v1`: docs in, the biLM's L+1 layers per doc out, via PyTorchWrapper."""
+"""`spacy-elmo.ElmoModel.v1`: docs in, the biLM's L+1 layers per doc out, via PyTorchWrapper_v3."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import ArgsKwargs, Model, Optimizer, get_torch_default_device, xp2torch
-from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
-from thinc.layers.pytorchwrapper import forward as pytorch_forward
-from thinc.shims import PyTorchShim
+from thinc.api import (
+    ArgsKwargs,
+    Model,
+    PyTorchShim,
+    PyTorchWrapper_v3,
+    get_torch_default_device,
+    xp2torch,
+)
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, WordCache
@@ -23,23 +27,7 @@ from ..validation import check_all, integer, number
 from .cache import OutputCache
 from .holder import BiLMHolder
 from .serialize import configured_wins, deserialize_holder, serialize_holder
-
-
-class BiLMShim(PyTorchShim):
-    """thinc's PyTorchShim, telling the caches when an optimizer step changed the biLM.
-
-    (thinc's optimizers update the parameters' memory in place, which torch's version
-    counters do not see.)
-    """
-
-    def finish_update(self, optimizer: Optimizer) -> None:
-        holder = self._model
-        updated = any(p.grad is not None for p in holder.parameters())
-        super().finish_update(optimizer)
-        if updated and holder.bilm is not None:
-            holder.generation += 1
-            holder.bilm.weights_changed()  # word cache, int8 and bf16 copies
-
+from .thinc_adapter import gradients_stamp, torch_module
 
 MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
                "max_sentence_tokens": integer(1),
@@ -78,11 +66,9 @@ def build_elmo_model(
                "dropout": dropout}, MODEL_RULES, Errors.E020,
               {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
     check_precision_name(precision)
-    shim = BiLMShim(BiLMHolder(), serialize_model=serialize_holder,
-                    deserialize_model=deserialize_holder)
-    wrapper: Model = Model("pytorch", pytorch_forward, shims=[shim], dims={"nI": None, "nO": None},
-                           attrs={"convert_inputs": _convert_ids,
-                                  "convert_outputs": convert_pytorch_default_outputs})
+    wrapper = PyTorchWrapper_v3(BiLMHolder(), convert_inputs=_convert_ids,
+                                serialize_model=serialize_holder,
+                                deserialize_model=deserialize_holder)
     return Model(
         "elmo",
         forward,
@@ -120,7 +106,9 @@ def load_weights(model: Model, source: BilmSource, *, lang: str = "en", reload: 
 
 
 def get_holder(model: Model) -> BiLMHolder:
-    holder = model.layers[0].shims[0]._model
+    """The torch module of an ElmoModel's wrapper: its biLM (None until loaded) and
+    char ids."""
+    holder = torch_module(model.layers[0])
     assert isinstance(holder, BiLMHolder)
     return holder
 
@@ -148,6 +136,7 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     holder = get_holder(model)
     if holder.bilm is None or holder.char_ids is None:
         raise ElmoError(Errors.E050)
+    _note_gradients(holder, holder.bilm)
     _apply_settings(model, holder.bilm)
     wrapper = model.layers[0]
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
@@ -223,8 +212,23 @@ def _apply_settings(model: Model, bilm: BiLM) -> None:
         bilm.word_cache = WordCache(size)
 
 
+def _note_gradients(holder: BiLMHolder, bilm: BiLM) -> None:
+    """Tell the caches (`generation`) and the biLM (its word cache, int8 and bf16 copies)
+    that its weights may have changed when its gradients did since the last run: a
+    backward pass, or an optimizer step, which thinc writes into the parameters' memory
+    unseen by torch's version counters (`thinc_adapter`, reliance 2). Before any cache is
+    read: the outputs never come from weights older than the current ones."""
+    stamp = gradients_stamp(holder)
+    if stamp != holder.gradients_seen:
+        holder.gradients_seen = stamp
+        holder.generation += 1
+        bilm.weights_changed()
+
+
 def _convert_ids(model: Model, ids: np.ndarray, is_train: bool
                  ) -> Tuple[ArgsKwargs, Callable]:
-    shim: Any = model.shims[0]
+    """Char ids as an int64 tensor on the wrapper's device, asking for no gradient (thinc's
+    default converter would)."""
+    shim = cast(PyTorchShim, model.shims[0])
     tensor = xp2torch(model.ops.xp.asarray(ids, dtype="int64"), device=shim.device)
     return ArgsKwargs(args=(tensor,), kwargs={}), lambda d_inputs: None

@@ -19,6 +19,22 @@ from .head import Upstream, assemble
 from .scalar_mix import ScalarMix
 
 
+class _Transient:
+    """What a listener holds only while its pipeline runs: the upstream `elmo` component and
+    the batch `receive` gave, with its backprop closure. Pickled and copied empty (a closure
+    cannot be pickled and must not outlive its batch; a pickled listener does not carry its
+    upstream component along), so the listener needs no pickling code of its own."""
+
+    def __init__(self) -> None:
+        self.upstream: Optional[Upstream] = None
+        self.batch_id: Optional[int] = None
+        self.outputs: Optional[List[Floats3d]] = None
+        self.backprop: Optional[Callable] = None
+
+    def __reduce__(self) -> Tuple[type, Tuple[()]]:
+        return (_Transient, ())
+
+
 class ElmoListener(Model):
     """Receives the `elmo` component's layers during `update`; reads them from
     `doc._.elmo_layers` otherwise (zeros of the right shape where a doc has none, with a
@@ -31,28 +47,31 @@ class ElmoListener(Model):
                        dims={"nO": None, "nL": None},
                        attrs={"grad_factor": grad_factor, "fed": False})
         self.upstream_name = upstream_name
-        # the `elmo` component, once it found this one
-        self.upstream: Optional[Upstream] = None
-        self._batch_id: Optional[int] = None
-        self._outputs: Optional[List[Floats3d]] = None
-        self._backprop: Optional[Callable] = None
+        self._transient = _Transient()
         self._warned = False
+
+    @property
+    def upstream(self) -> Optional[Upstream]:
+        """The `elmo` component, once it found this one (not pickled)."""
+        return self._transient.upstream
+
+    @upstream.setter
+    def upstream(self, component: Optional[Upstream]) -> None:
+        self._transient.upstream = component
 
     @staticmethod
     def get_batch_id(docs: Iterable[Doc]) -> int:
         return sum(sum(token.orth for token in doc) for doc in docs)
 
     def receive(self, batch_id: int, outputs: List[Floats3d], backprop: Callable) -> None:
-        self._batch_id = batch_id
-        self._outputs = outputs
-        self._backprop = backprop
+        batch = self._transient
+        batch.batch_id, batch.outputs, batch.backprop = batch_id, outputs, backprop
         self.attrs["fed"] = True
 
     def release(self) -> None:
         """Forget the batch `receive` gave (the task's model has taken it)."""
-        self._batch_id = None
-        self._outputs = None
-        self._backprop = None
+        batch = self._transient
+        batch.batch_id, batch.outputs, batch.backprop = None, None, None
 
     def require_dims(self) -> None:
         """E053 unless the upstream `elmo` component has given its width and layer count."""
@@ -64,21 +83,15 @@ class ElmoListener(Model):
         for name, value in (("nO", width), ("nL", n_layers)):
             self.set_dim(name, value, force=True)
 
-    def __getstate__(self) -> Tuple[dict, dict]:
-        # per-batch closures can't be pickled (and must not outlive their batch)
-        state = dict(self.__dict__, _batch_id=None, _outputs=None, _backprop=None,
-                     upstream=None)
-        slots = {k: getattr(self, k) for k in Model.__slots__ if hasattr(self, k)}
-        return state, slots
-
 
 def _listener_forward(model: ElmoListener, docs: List[Doc], is_train: bool
                       ) -> Tuple[List[Floats3d], Callable]:
-    if is_train and model._batch_id is not None:
+    batch = model._transient
+    if is_train and batch.batch_id is not None:
         batch_id = model.get_batch_id(docs)
-        if batch_id != model._batch_id:
-            raise ElmoError(Errors.E052.format(got=batch_id, expected=model._batch_id))
-        outputs, upstream_backprop = model._outputs, model._backprop
+        if batch_id != batch.batch_id:
+            raise ElmoError(Errors.E052.format(got=batch_id, expected=batch.batch_id))
+        outputs, upstream_backprop = batch.outputs, batch.backprop
         model.release()  # one use per update: a later update must bring its own layers
         factor = model.attrs["grad_factor"]
         assert outputs is not None and upstream_backprop is not None

@@ -8,6 +8,7 @@ from spacy.tokens import Doc, DocBin
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 TEXT = "The bank raised rates. We sat on the river bank."
 
@@ -134,7 +135,7 @@ def test_long_doc_without_sentences_is_windowed(weights_dir):
                                            "max_sentence_tokens": 50, "batch_size": 8}})
     doc = Doc(nlp.vocab, words=["word"] * 20_000)
     calls = []
-    holder = nlp.get_pipe("elmo").model.layers[0].shims[0]._model
+    holder = get_holder(nlp.get_pipe("elmo").model)
     holder.register_forward_pre_hook(lambda mod, args: calls.append(tuple(args[0].shape)))
     doc = nlp(doc)
     assert doc._.elmo.shape == (20_000, 12)

@@ -13,6 +13,7 @@ from thinc.api import Adam
 
 from spacy_elmo.bilm import load_bilm
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 from ..bilm.test_efml import ATOL, EFML_DIR, reference
 from .conftest import CONFIGS
@@ -68,7 +69,7 @@ def test_weights_format_named(efml_copy):
 def test_listeners_fine_tune_an_efml_model(efml_copy):
     nlp, examples = _train_nlp(efml_copy, "ner_elmo.cfg",
                                {"components.ner.model.tok2vec.grad_factor": 1.0})
-    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(nlp.get_pipe("elmo").model).bilm
     assert bilm.dictionary is not None
     words = bilm.encoder.word_embedding.weight.detach().clone()
     optimizer = Adam(0.001, L2=0.0)  # no weight decay: only the task's gradients move it

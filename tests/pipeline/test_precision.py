@@ -10,6 +10,7 @@ import torch
 
 from spacy_elmo.bilm import hardware
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 TEXTS = ["The bank raised its rates .", "We sat on the river bank and watched the boats ."]
 
@@ -65,7 +66,7 @@ def test_int8_training_updates_run_fp32(weights_dir):
     np.testing.assert_allclose(outputs[0], fp32, atol=1e-5)
     assert not np.allclose(doc._.elmo_layers, fp32, atol=1e-6)
     backprop([np.ones_like(outputs[0])])
-    bilm = model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(model).bilm
     assert any(p.grad is not None and torch.count_nonzero(p.grad) for p in bilm.parameters())
 
 
@@ -108,9 +109,9 @@ def test_copies_are_made_again_after_a_fine_tuning_update(weights_dir, precision
     after = nlp(TEXTS[0])._.elmo_layers
     assert not np.allclose(after, before, atol=1e-4)
     # what a pipeline with the updated weights and fresh copies gives
-    bilm = model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(model).bilm
     fresh = _nlp(weights_dir, precision=precision)
     fresh(TEXTS[0])
-    fresh_bilm = fresh.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    fresh_bilm = get_holder(fresh.get_pipe("elmo").model).bilm
     fresh_bilm.load_state_dict(bilm.state_dict())
     np.testing.assert_array_equal(fresh(TEXTS[0])._.elmo_layers, after)

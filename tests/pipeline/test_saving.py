@@ -17,6 +17,7 @@ from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, sav
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pipeline import ElmoListener
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 from ..conftest import make_random_bilm
 from .conftest import CONFIGS
@@ -53,7 +54,7 @@ def test_a_used_pipeline_pickles_at_the_size_of_its_weights(weights_dir):
     words = [f"w{i}" for i in range(400)]
     texts = [" ".join(words[i : i + 40]) for i in range(0, 400, 10)]
     expected = [doc._.elmo for doc in nlp.pipe(texts, batch_size=8)]
-    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(nlp.get_pipe("elmo").model).bilm
     assert len(bilm.word_cache) >= 400
     growth = len(pickle.dumps(nlp)) - fresh_pickle
     assert growth < 3 * (len(nlp.to_bytes()) - fresh_bytes) + 4096, growth
@@ -229,7 +230,7 @@ def _flip_a_tensor_byte(data: bytes, bilm) -> bytes:
 def test_a_flipped_byte_in_the_saved_tensors_is_found(weights_dir, tmp_path):
     """The damaged weights loaded silently, giving slightly different vectors."""
     nlp = _saved_elmo(weights_dir, tmp_path / "p")
-    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(nlp.get_pipe("elmo").model).bilm
     model = tmp_path / "p" / "elmo" / "model"
     model.write_bytes(_flip_a_tensor_byte(model.read_bytes(), bilm))
     with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*elmo.model' as the "
@@ -260,7 +261,7 @@ def test_a_damaged_private_biLM_is_a_catalogue_error(weights_dir, tmp_path):
     private = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo")
     model = tmp_path / "p" / "ner" / "model"
     model.write_bytes(_flip_a_tensor_byte(model.read_bytes(),
-                                          private.layers[0].shims[0]._model.bilm))
+                                          get_holder(private).bilm))
     with pytest.raises(ElmoError, match=r"\[E002\] .* ELMo biLM weights: .*checksum"):
         spacy.load(tmp_path / "p")
 

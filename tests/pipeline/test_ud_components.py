@@ -15,6 +15,7 @@ from spacy.training.converters import conllu_to_docs
 from thinc.api import Adam, Config
 
 from spacy_elmo.pipeline import ElmoListener
+from spacy_elmo.pipeline.elmo_model import get_holder
 
 from .conftest import CONFIGS
 
@@ -118,7 +119,7 @@ def test_spancat_and_senter_listen_too(weights_dir):
 
 def _bilm_forward_calls(nlp) -> List[int]:
     calls = [0]
-    bilm = nlp.get_pipe("elmo").model.layers[0].shims[0]._model.bilm
+    bilm = get_holder(nlp.get_pipe("elmo").model).bilm
     bilm.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
     return calls
 
@@ -153,7 +154,7 @@ def test_fine_tuning_gradients_of_all_listeners_are_summed_in_one_backward(weigh
             (listener,) = [node for node in nlp.get_pipe(name).model.walk()
                            if isinstance(node, ElmoListener)]
             listener.attrs["grad_factor"] = 1.0 if name in active else 0.0
-        backward_calls = _bilm_backward_counter(shim._model.bilm)
+        backward_calls = _bilm_backward_counter(get_holder(elmo.model).bilm)
         grads: Dict[str, np.ndarray] = {}
 
         def record(key, param, grad):
