@@ -41,7 +41,8 @@ def _all_cells(weights: str):
 
 def test_the_tables_compose_from_at_most_twelve_config_files():
     """NER and text classification (the 26 files of before) from at most 12 `spacy train`
-    configs; the UD table from its own 3 (CNN, ELMo, [features ; ELMo])."""
+    configs; the UD table from its own 3 (CNN, ELMo, [features ; ELMo]); span
+    categorization, in no table, from its own (tests/pipeline/test_spancat_config.py)."""
     cells = _all_cells("W")
     assert {c.task for c in cells} == {t for table in TABLES.values() for t in table}
     assert len(cells) == 50 + 5  # the cells of before composition and the UD rows, seed 0
@@ -51,7 +52,9 @@ def test_the_tables_compose_from_at_most_twelve_config_files():
     train = {p for p in shipped if not p.startswith("configs/pretrain_")}
     ud = {p for p in train if p.startswith("configs/ud_")}
     assert ud == {"configs/ud_cnn.cfg", "configs/ud_elmo.cfg", "configs/ud_elmo_concat.cfg"}
-    assert len(train - ud) <= 12
+    outside = {"configs/spancat_elmo.cfg"}
+    assert outside <= train and not outside & used
+    assert len(train - ud - outside) <= 12
 
 
 def test_every_cell_config_resolves_without_training(tiny_weights_dir, monkeypatch):
