@@ -32,9 +32,9 @@ from pathlib import Path  # noqa: E402
 from typing import Dict, List, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
+from spacy_elmo_lab.timing import best_time  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
-from spacy_elmo.experiments.timing import best_time  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 

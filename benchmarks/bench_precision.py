@@ -43,6 +43,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from spacy.language import Language  # noqa: E402
 from spacy.training import Example  # noqa: E402
+from spacy_elmo_lab.timing import best_time  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, batch_to_ids, int8, load_bilm, preset, save_bilm  # noqa: E402
 from spacy_elmo.bilm.directions import concurrent_directions  # noqa: E402
@@ -53,7 +54,6 @@ from spacy_elmo.bilm.hardware import (  # noqa: E402
     cpu_model,
     native_bf16,
 )
-from spacy_elmo.experiments.timing import best_time  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

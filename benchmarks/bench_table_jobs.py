@@ -23,9 +23,9 @@ from typing import Dict, List, Optional
 
 import typer
 from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this script
+from spacy_elmo_lab.runner import run_cells
+from spacy_elmo_lab.table import make_cells
 
-from spacy_elmo.experiments.runner import run_cells
-from spacy_elmo.experiments.table import make_cells
 from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 

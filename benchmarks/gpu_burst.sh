@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?DATA folder with lm_en shards}; out=${2:?OUT folder}
 minutes=${3:-8}; steps=${4:-10000}; gpu=${5:-0}
-python -c "import spacy_elmo" 2>/dev/null || python -m pip install -q --no-deps -e . >/dev/null
+python -c "import spacy_elmo, spacy_elmo_lab" 2>/dev/null || python -m pip install -q --no-deps -e . -e ./lab >/dev/null
 precision=fp32
 if [ "$gpu" -ge 0 ] && python -c "import sys, torch; sys.exit(0 if torch.cuda.is_bf16_supported() else 1)"; then
   precision=bf16

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 python -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0))"
 python -c "import cupy" 2>/dev/null || python -m pip install -q "cupy-cuda12x>=11"
-python -m pip install -q --no-deps -e . >/dev/null
+python -m pip install -q --no-deps -e . -e ./lab >/dev/null
 echo "== 1. GPU tests"
 python -m pytest -q tests/test_gpu.py
 echo "== 2. 50 training steps on the GPU"
@@ -26,7 +26,7 @@ from pathlib import Path
 import spacy
 from spacy.tokens import DocBin
 from spacy_elmo.bilm import save_bilm
-from spacy_elmo.experiments.tiny import make_random_bilm, toy_docs
+from spacy_elmo_lab.tiny import make_random_bilm, toy_docs
 out = Path(sys.argv[1])
 nlp = spacy.blank("en")
 DocBin(docs=toy_docs(nlp, 200)).to_disk(out / "train.spacy")

@@ -20,8 +20,8 @@ import spacy  # noqa: E402
 import torch  # noqa: E402
 from spacy.tokens import DocBin  # noqa: E402
 from spacy.training import Example  # noqa: E402
+from spacy_elmo_lab.results import score  # noqa: E402
 
-from spacy_elmo.experiments.results import score  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
 

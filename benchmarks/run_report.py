@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
+from spacy_elmo_lab.messages import user_errors
+from spacy_elmo_lab.probe_pos import cached_probe as pos_probe
+from spacy_elmo_lab.probe_wsd import cached_probe as wsd_probe
+from spacy_elmo_lab.probes import best_layer, probe_data
+from spacy_elmo_lab.wic import cached_probe, chosen
 
-from spacy_elmo.experiments.messages import user_errors
-from spacy_elmo.experiments.probe_pos import cached_probe as pos_probe
-from spacy_elmo.experiments.probe_wsd import cached_probe as wsd_probe
-from spacy_elmo.experiments.probes import best_layer, probe_data
-from spacy_elmo.experiments.wic import cached_probe, chosen
 from spacy_elmo.files import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics

@@ -1,10 +1,9 @@
 """The results table and the layer-mix figure from the metrics of the table's runs.
 
-The logic: spacy_elmo/experiments/results.py; `--help` for the usage."""
+The logic: lab/spacy_elmo_lab/results.py; `--help` for the usage."""
 
 import typer
-
-from spacy_elmo.experiments.results import main
+from spacy_elmo_lab.results import main
 
 if __name__ == "__main__":
     typer.run(main)

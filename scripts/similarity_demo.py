@@ -1,10 +1,9 @@
 """The same word in different senses: ELMo vectors tell them apart, the token layer cannot.
 
-The logic: spacy_elmo/experiments/similarity.py; `--help` for the usage."""
+The logic: lab/spacy_elmo_lab/similarity.py; `--help` for the usage."""
 
 import typer
-
-from spacy_elmo.experiments.similarity import main
+from spacy_elmo_lab.similarity import main
 
 if __name__ == "__main__":
     typer.run(main)

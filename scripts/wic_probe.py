@@ -1,10 +1,9 @@
 """Does a biLM tell word senses apart? The WiC (word-in-context) probe.
 
-The logic: spacy_elmo/experiments/wic.py; `--help` for the usage."""
+The logic: lab/spacy_elmo_lab/wic.py; `--help` for the usage."""
 
 import typer
-
-from spacy_elmo.experiments.wic import main
+from spacy_elmo_lab.wic import main
 
 if __name__ == "__main__":
     typer.run(main)

@@ -9,10 +9,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts (see 
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from spacy_elmo_lab.tiny import TINY_OPTIONS, make_random_bilm  # noqa: E402,F401
 
 from spacy_elmo.bilm import BiLM, save_bilm  # noqa: E402
 from spacy_elmo.bilm.lstm import LSTMState  # noqa: E402
-from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm  # noqa: E402,F401
 
 torch.set_num_threads(1)
 
@@ -56,8 +56,7 @@ def toy_corpus(tmp_path_factory) -> Path:
     """train.spacy (24 docs) and dev.spacy (8) of toy NER + textcat docs."""
     import spacy
     from spacy.tokens import DocBin
-
-    from spacy_elmo.experiments.tiny import toy_docs
+    from spacy_elmo_lab.tiny import toy_docs
 
     out = tmp_path_factory.mktemp("toy_corpus")
     nlp = spacy.blank("en")

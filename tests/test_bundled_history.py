@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 import typer
-
-from spacy_elmo.experiments import curve, history
+from spacy_elmo_lab import curve, history
 
 MODEL = "pkg/data/model"
 OLD_CARD = ("| training | 3461 steps of 64 rows x 20 tokens, 4.4M tokens; adagrad |\n"

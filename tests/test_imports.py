@@ -1,6 +1,6 @@
-"""The package's imports: no cycles (TYPE_CHECKING and function-level imports included), and
-the layering of design.md: errors/files <- bilm <- pipeline, pretrain <- experiments, serve <-
-cli."""
+"""The package's imports: no cycles (TYPE_CHECKING and function-level imports included), the
+layering of design.md: errors/files <- bilm <- pipeline, pretrain <- serve <- cli (the
+project's lab on top: tests/experiments/test_boundaries.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # The layer of each part of the package: a module may import its own part and lower layers
 # only. The top-level modules other than those named are the base (errors, files, ...).
-LAYERS = {"bilm": 1, "pipeline": 2, "pretrain": 2, "experiments": 3, "serve": 3, "cli": 4,
-          "__main__": 5}
+LAYERS = {"bilm": 1, "pipeline": 2, "pretrain": 2, "serve": 3, "cli": 4, "__main__": 5}
 # Third-party packages a part must not import (pretrain may: spaCy's tokenizers split its
 # corpus).
 FORBIDDEN = {"bilm": ("spacy", "thinc")}
@@ -154,3 +153,4 @@ def test_hidden_imports_are_seen(tmp_path: Path, source: str, expected: str) -> 
     path.write_text(source, encoding="utf-8")
     known = {"spacy_elmo.pipeline.b", "spacy_elmo.bilm.weights", "spacy_elmo.bilm"}
     assert expected in imports("spacy_elmo.pipeline.a", path, known)
+

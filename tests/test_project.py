@@ -10,10 +10,9 @@ import spacy
 import srsly
 import typer
 from spacy.tokens import DocBin
+from spacy_elmo_lab import convert, results, runner
+from spacy_elmo_lab.table import CHOSEN_LATER
 from thinc.api import Config
-
-from spacy_elmo.experiments import convert, results, runner
-from spacy_elmo.experiments.table import CHOSEN_LATER
 
 ROOT = Path(__file__).resolve().parents[1]
 

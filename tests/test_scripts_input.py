@@ -11,10 +11,9 @@ import pytest
 import spacy
 import typer
 from spacy.tokens import DocBin
+from spacy_elmo_lab import convert, holdout, raw_text
+from spacy_elmo_lab.messages import one_line_errors
 from typer.testing import CliRunner
-
-from spacy_elmo.experiments import convert, holdout, raw_text
-from spacy_elmo.experiments.messages import one_line_errors
 
 from .test_wic_probe import ROWS, wic, write_wic
 

@@ -3,8 +3,7 @@ the formats as published, not only the hand-written samples of the other tests."
 
 import spacy
 from spacy.tokens import DocBin
-
-from spacy_elmo.experiments import convert
+from spacy_elmo_lab import convert
 
 from .conftest import shared_data
 from .test_wic_probe import wic

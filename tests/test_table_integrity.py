@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
-
-from spacy_elmo.experiments import curve, evaluate, results, runner
+from spacy_elmo_lab import curve, evaluate, results, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -254,7 +253,7 @@ def test_archived_cells_of_the_per_variant_configs_match_their_composed_cells(tm
     (configs/zh_ner_cnn_vectors.cfg, ...): each still counts as finished for the cell the
     composed configs make with its settings (so a rerun restores it, not trains it again),
     and a record of one row never counts for another."""
-    from spacy_elmo.experiments.table import TABLES, make_cells
+    from spacy_elmo_lab.table import TABLES, make_cells
 
     archived = sorted((ROOT / "benchmarks" / "results" / "cells").glob("*.json"))
     if not archived:

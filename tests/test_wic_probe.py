@@ -6,8 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-
-from spacy_elmo.experiments import curve, similarity, wic
+from spacy_elmo_lab import curve, similarity, wic
 
 
 def write_wic(root, split, rows):

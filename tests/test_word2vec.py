@@ -5,10 +5,10 @@ import sys
 from collections import Counter
 
 import pytest
+from spacy_elmo_lab import word2vec
 
 from spacy_elmo.bilm.chars import BOS_TOKEN, EOS_TOKEN
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments import word2vec
 from spacy_elmo.pretrain.batches import TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, resolve_files

@@ -17,13 +17,13 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from spacy_elmo_lab.tiny import TINY_OPTIONS, make_random_bilm
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, bf16, hardware
 from spacy_elmo.bilm.directions import concurrent_directions
 from spacy_elmo.bilm.lstm import LSTMState
 from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm
 
 from ..conftest import embedded_at, run_lstm
 

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 import torch
+from spacy_elmo_lab.tiny import make_random_bilm
 
 from spacy_elmo.bilm.directions import (
     BOTH,
@@ -21,7 +22,6 @@ from spacy_elmo.bilm.directions import (
 )
 from spacy_elmo.bilm.lstm import LSTMState
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.tiny import make_random_bilm
 
 from ..conftest import in_forked_child
 

@@ -137,8 +137,9 @@ def test_torchrun_shards_by_rank(tmp_path, tiny_weights_dir):
 
 
 def _weights(tmp_path, seed):
+    from spacy_elmo_lab.tiny import make_random_bilm
+
     from spacy_elmo.bilm import save_bilm
-    from spacy_elmo.experiments.tiny import make_random_bilm
 
     directory = tmp_path / "w"
     save_bilm(make_random_bilm(seed=seed), directory)

@@ -11,10 +11,10 @@ import spacy
 from spacy.cli._util import parse_config_overrides
 from spacy.training.initialize import init_nlp
 from spacy.util import load_config, load_model_from_config, registry
+from spacy_elmo_lab.table import TABLES, Cell, make_cells
+from spacy_elmo_lab.tiny import toy_docs
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.table import TABLES, Cell, make_cells
-from spacy_elmo.experiments.tiny import toy_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import typer
+from spacy_elmo_lab import convert, holdout, probe_pos, probe_wsd, raw_text, wic, word2vec
 from typer.testing import CliRunner
-
-from spacy_elmo.experiments import convert, holdout, probe_pos, probe_wsd, raw_text, wic, word2vec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 import typer
+from spacy_elmo_lab import probe_pos, probe_wsd
+from spacy_elmo_lab.probes import MIX, best_layer, layer_names, probe_data
 from typer.testing import CliRunner
 
 from spacy_elmo.errors import ElmoError, ElmoWarning
-from spacy_elmo.experiments import probe_pos, probe_wsd
-from spacy_elmo.experiments.probes import MIX, best_layer, layer_names, probe_data
 
 FINANCE, RIVER, HAPPEN = "bank%1:14:00::", "bank%1:17:01::", "take_place%2:30:00::"
 ROOT = Path(__file__).resolve().parents[2]

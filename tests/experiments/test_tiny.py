@@ -1,4 +1,4 @@
-"""The tiny models the tests and benchmarks/gpu_check.sh build come from the package: the GPU
+"""The tiny models the tests and benchmarks/gpu_check.sh build come from the lab: the GPU
 check runs without the test suite on its path."""
 
 import re
@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spacy_elmo_lab.tiny import TINY_OPTIONS, make_random_bilm
+
 from spacy_elmo.bilm import BiLM
-from spacy_elmo.experiments.tiny import TINY_OPTIONS, make_random_bilm
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,10 @@ from pathlib import Path
 import pytest
 import spacy
 from spacy.tokens import DocBin
+from spacy_elmo_lab.convert import app
+from spacy_elmo_lab.results import MODELS, parse_run, score
+from spacy_elmo_lab.ud import collect_ud, ud_table
 from typer.testing import CliRunner
-
-from spacy_elmo.experiments.convert import app
-from spacy_elmo.experiments.results import MODELS, parse_run, score
-from spacy_elmo.experiments.ud import collect_ud, ud_table
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "ud_ewt_sample" / "dev.conllu"
 runner = CliRunner()

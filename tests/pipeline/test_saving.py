@@ -11,11 +11,11 @@ import spacy
 import torch
 from spacy.training import Example
 from spacy.training.initialize import init_nlp
+from spacy_elmo_lab.tiny import toy_docs
 from thinc.api import Config
 
 from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pipeline import ElmoListener
 from spacy_elmo.pipeline.elmo_model import get_holder
 

@@ -8,10 +8,10 @@ import spacy
 from spacy.cli.init_pipeline import init_vectors_cli
 from spacy.cli.train import train
 from spacy.tokens import DocBin
+from spacy_elmo_lab import word2vec
+from spacy_elmo_lab.table import STATIC_VECTORS
+from spacy_elmo_lab.tiny import toy_docs
 
-from spacy_elmo.experiments import word2vec
-from spacy_elmo.experiments.table import STATIC_VECTORS
-from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pretrain.config import PretrainConfig
 
 from .conftest import CONFIGS

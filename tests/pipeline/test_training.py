@@ -12,10 +12,10 @@ import torch
 from spacy.cli.train import train
 from spacy.tokens import DocBin
 from spacy.training import Example
+from spacy_elmo_lab.tiny import toy_docs
 from thinc.api import Adam, Config
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.tiny import toy_docs
 from spacy_elmo.pipeline import ElmoListener
 from spacy_elmo.pipeline.elmo_model import get_holder
 from spacy_elmo.pipeline.scalar_mix import scalar_mixes

@@ -4,9 +4,9 @@ import json
 import re
 
 import pytest
+from spacy_elmo_lab import bundle as bundle_module
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.experiments import bundle as bundle_module
 from spacy_elmo.pretrain.rundir import read_metrics
 from spacy_elmo.pretrain.trainer import train
 

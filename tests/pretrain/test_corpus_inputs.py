@@ -5,12 +5,12 @@ run or a biLM directory is ever read as text."""
 import json
 
 import pytest
+from spacy_elmo_lab.tiny import make_random_bilm
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import save_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.experiments.tiny import make_random_bilm
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
 from spacy_elmo.pretrain.corpus import resolve_files
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import typer
 from wasabi import Printer
 
-from ..errors import ElmoError
+from spacy_elmo.errors import ElmoError
 
 _stderr = Printer(no_print=True)
 T = TypeVar("T")

@@ -10,7 +10,7 @@ import torch
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
-from ..bilm import BiLM, BiLMOptions
+from spacy_elmo.bilm import BiLM, BiLMOptions
 
 TINY_OPTIONS = BiLMOptions(lstm_dim=12, projection_dim=6, n_layers=2, char_embed_dim=4,
                            filters=((1, 4), (2, 4), (3, 8)), n_highway=1)

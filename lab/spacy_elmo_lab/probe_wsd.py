@@ -33,11 +33,12 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import typer
 
-from ..bilm import BiLM, load_bilm
-from ..bilm.embedder import Embedder
-from ..errors import ElmoError, Errors, damaged
-from ..files import write_json
-from ..pretrain.corpus import open_text
+from spacy_elmo.bilm import BiLM, load_bilm
+from spacy_elmo.bilm.embedder import Embedder
+from spacy_elmo.errors import ElmoError, Errors, damaged
+from spacy_elmo.files import write_json
+from spacy_elmo.pretrain.corpus import open_text
+
 from .messages import user_errors
 from .probes import embedder, header, layer_label, layer_names, start, with_mix
 

@@ -26,7 +26,8 @@ from typing import List, Optional, Tuple
 import typer
 from spacy.cli.evaluate import evaluate
 
-from ..files import atomic_write, write_json, write_text
+from spacy_elmo.files import atomic_write, write_json, write_text
+
 from .results import score
 from .wic import cached_probe, chosen
 

@@ -9,12 +9,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..bilm import BiLM, load_bilm
-from ..bilm.embedder import Embedder
-from ..errors import ElmoError, Errors
-from ..files import guard_output
-from ..pretrain.machine import cpu_model
-from ..validation import check_all, integer
+from spacy_elmo.bilm import BiLM, load_bilm
+from spacy_elmo.bilm.embedder import Embedder
+from spacy_elmo.errors import ElmoError, Errors
+from spacy_elmo.files import guard_output
+from spacy_elmo.pretrain.machine import cpu_model
+from spacy_elmo.validation import check_all, integer
 
 MIX = "mix"  # the `elmo` component's default doc._.elmo: the equal-weight mean of the layers
 # where the probes' data lie in a data directory (the project's ${vars.data_dir})

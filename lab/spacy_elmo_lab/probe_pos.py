@@ -27,11 +27,12 @@ import numpy as np
 import torch
 import typer
 
-from ..bilm import BiLM, load_bilm
-from ..bilm.embedder import Embedder
-from ..errors import ElmoError, Errors, Warnings, damaged, warn
-from ..files import write_json
-from ..validation import check_all, integer
+from spacy_elmo.bilm import BiLM, load_bilm
+from spacy_elmo.bilm.embedder import Embedder
+from spacy_elmo.errors import ElmoError, Errors, Warnings, damaged, warn
+from spacy_elmo.files import write_json
+from spacy_elmo.validation import check_all, integer
+
 from .messages import user_errors
 from .probes import embedder, header, layer_label, layer_names, start
 

@@ -25,9 +25,10 @@ import numpy as np
 import torch
 import typer
 
-from ..bilm import load_bilm
-from ..files import guard_output, write_json, write_text
-from ..validation import check_all, integer
+from spacy_elmo.bilm import load_bilm
+from spacy_elmo.files import guard_output, write_json, write_text
+from spacy_elmo.validation import check_all, integer
+
 from .messages import user_errors
 
 
