@@ -25,37 +25,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Dict, List, Optional, Sequence  # noqa: E402
+from typing import Dict, Optional, Sequence  # noqa: E402
 
 import torch  # noqa: E402
-from spacy_elmo_lab.timing import best_time  # noqa: E402
+from spacy_elmo_lab.timing import best_time, make_sentences  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
 from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "allennlp_elmo"
 ALLENNLP_TOKENS_PER_S = {"small": 1400, "medium": 900, "original": 300}
 MODES = ("no cache", "cache cold", "cache warm")
-
-
-def make_sentences(n: int, seed: int = 0) -> List[List[str]]:
-    """`n` sentences of 10-30 tokens cut from the fixture's news text, in order."""
-    groups = json.loads((FIXTURE / "sentences.json").read_text(encoding="utf-8"))
-    tokens = [t for group in groups for line in group for t in line.split()]
-    rng = random.Random(seed)
-    sentences, start = [], 0
-    for _ in range(n):
-        length = rng.randint(10, 30)
-        if start + length > len(tokens):
-            start = 0
-        sentences.append(tokens[start : start + length])
-        start += length
-    return sentences
 
 
 def encoder_flops(o: BiLMOptions) -> int:

@@ -25,7 +25,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its t
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import http.client  # noqa: E402
-import importlib.util  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -40,23 +39,13 @@ from typing import Dict, List, Optional, Sequence, Tuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from spacy_elmo_lab.timing import make_sentences  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, preset  # noqa: E402
 from spacy_elmo.bilm.embedder import Embedder  # noqa: E402
 from spacy_elmo.bilm.hardware import cpu_flags, cpu_isa, cpu_model  # noqa: E402
 from spacy_elmo.bilm.weights import save_bilm  # noqa: E402
 from spacy_elmo.files import write_text  # noqa: E402
-
-
-def make_sentences(n: int) -> List[List[str]]:
-    """bench_embed.py's sentences: 10-30 news tokens each."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_embed", Path(__file__).resolve().parent / "bench_embed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_sentences(n)
-
 
 LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 START_TIMEOUT = 300.0

@@ -34,7 +34,18 @@ from spacy_elmo.files import write_json
 from spacy_elmo.validation import check_all, integer
 
 from .messages import user_errors
-from .probes import embedder, header, layer_label, layer_names, start
+from .probes import (
+    BATCH_SIZE_OPTION,
+    OUTPUT_OPTION,
+    OVERWRITE_OPTION,
+    THREADS_OPTION,
+    WEIGHTS_OPTION,
+    embedder,
+    header,
+    layer_label,
+    layer_names,
+    start,
+)
 
 TAGSETS = ("xpos", "upos")
 COLUMN = {"upos": 3, "xpos": 4}  # CoNLL-U columns
@@ -246,20 +257,16 @@ def parse_l2(text: str) -> List[float]:
 
 def main(ud_dir: Path = typer.Argument(..., help="A UD treebank directory with its train, "
                                        "dev and test .conllu files"),
-         weights: Optional[str] = typer.Option(
-             None, "--weights", help="The biLM: a directory (an export, a run's snapshot), a "
-             "weights.hdf5, a published name or URL; default: the bundled English biLM"),
-         output: Optional[Path] = typer.Option(None, "--output", help="Write the results "
-                                               "as JSON here"),
+         weights: Optional[str] = WEIGHTS_OPTION,
+         output: Optional[Path] = OUTPUT_OPTION,
          tagsets: str = typer.Option("xpos,upos", "--tagsets", help="xpos, upos or both"),
          l2: str = typer.Option(",".join(map(str, L2)), "--l2", help="L2 weights to choose "
                                 "from on dev"),
          epochs: int = typer.Option(EPOCHS, "--epochs"),
          seed: int = typer.Option(0, "--seed"),
-         batch_size: int = typer.Option(64, "--batch-size"),
-         threads: int = typer.Option(2, "--threads"),
-         overwrite: bool = typer.Option(False, "--overwrite",
-                                        help="Replace an existing --output")) -> None:
+         batch_size: int = BATCH_SIZE_OPTION,
+         threads: int = THREADS_OPTION,
+         overwrite: bool = OVERWRITE_OPTION) -> None:
     """A linear part-of-speech classifier per biLM layer: trained on train, chosen on dev,
     scored on test."""
     with user_errors():  # a bad file, setting, output or biLM: its message, not a traceback

@@ -40,7 +40,19 @@ from spacy_elmo.files import write_json
 from spacy_elmo.pretrain.corpus import open_text
 
 from .messages import user_errors
-from .probes import embedder, header, layer_label, layer_names, start, with_mix
+from .probes import (
+    BATCH_SIZE_OPTION,
+    OUTPUT_OPTION,
+    OVERWRITE_OPTION,
+    THREADS_OPTION,
+    WEIGHTS_OPTION,
+    embedder,
+    header,
+    layer_label,
+    layer_names,
+    start,
+    with_mix,
+)
 
 # WordNet's ss_type (the digit after '%' in a sense key) -> the coarse part of speech of the
 # unified framework (5: adjective satellite)
@@ -360,15 +372,11 @@ def main(semcor: Path = typer.Argument(..., help="SemCor 3.0 as JSON lines (.xz,
          eval_sets: List[Path] = typer.Argument(
              ..., help="Unified-format sets: NAME.data.xml (NAME.gold.key.txt beside it) or "
              "the directory holding the pair"),
-         weights: Optional[str] = typer.Option(
-             None, "--weights", help="The biLM: a directory (an export, a run's snapshot), a "
-             "weights.hdf5, a published name or URL; default: the bundled English biLM"),
-         output: Optional[Path] = typer.Option(None, "--output", help="Write the results "
-                                               "as JSON here"),
-         batch_size: int = typer.Option(64, "--batch-size"),
-         threads: int = typer.Option(2, "--threads"),
-         overwrite: bool = typer.Option(False, "--overwrite",
-                                        help="Replace an existing --output")) -> None:
+         weights: Optional[str] = WEIGHTS_OPTION,
+         output: Optional[Path] = OUTPUT_OPTION,
+         batch_size: int = BATCH_SIZE_OPTION,
+         threads: int = THREADS_OPTION,
+         overwrite: bool = OVERWRITE_OPTION) -> None:
     """Nearest-neighbour WSD per biLM layer (SemCor sense centroids), beside SemCor's most
     frequent sense."""
     with user_errors():  # a bad file, setting, output or biLM: its message, not a traceback

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
+import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
@@ -15,6 +16,15 @@ from spacy_elmo.errors import ElmoError, Errors
 from spacy_elmo.files import guard_output
 from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.validation import check_all, integer
+
+# the options both probes' commands take
+WEIGHTS_OPTION = typer.Option(
+    None, "--weights", help="The biLM: a directory (an export, a run's snapshot), a "
+    "weights.hdf5, a published name or URL; default: the bundled English biLM")
+OUTPUT_OPTION = typer.Option(None, "--output", help="Write the results as JSON here")
+BATCH_SIZE_OPTION = typer.Option(64, "--batch-size")
+THREADS_OPTION = typer.Option(2, "--threads")
+OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Replace an existing --output")
 
 MIX = "mix"  # the `elmo` component's default doc._.elmo: the equal-weight mean of the layers
 # where the probes' data lie in a data directory (the project's ${vars.data_dir})

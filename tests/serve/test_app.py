@@ -105,6 +105,14 @@ def test_texts_are_tokenized_by_spacy_and_embedded_as_their_tokens(served_bilm):
     assert unknown.status_code == 422 and unknown.json()["error"]["code"] == "E210"
 
 
+def until(condition) -> None:
+    """Wait (up to a minute) until condition() holds: the requests have reached the batcher."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, "the requests did not reach the batcher"
+        threading.Event().wait(0.01)
+
+
 def test_requests_batched_together_get_what_each_gets_alone(served_bilm, embedded):
     """The worker is held on the first request until every other one waits, so the others
     run as one batch."""
@@ -118,12 +126,6 @@ def test_requests_batched_together_get_what_each_gets_alone(served_bilm, embedde
             taken.extend(payloads)
             gate.wait(30)
             return run(kind, payloads)
-
-        def until(condition):
-            deadline = time.monotonic() + 60
-            while not condition():
-                assert time.monotonic() < deadline, "the requests did not reach the batcher"
-                threading.Event().wait(0.01)
 
         batcher._run = held
         results = [None] * len(sentences)
@@ -253,10 +255,7 @@ def test_a_model_failure_fails_that_request_only(served_bilm, embedded):
         threads.append(threading.Thread(target=ask, args=("boom", {"sentences": [["BOOM"]]})))
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 60
-        while len(taken) + batcher._queue.qsize() < len(threads):  # all held or waiting
-            assert time.monotonic() < deadline, "the requests did not reach the batcher"
-            threading.Event().wait(0.01)
+        until(lambda: len(taken) + batcher._queue.qsize() >= len(threads))  # held or waiting
         gate.set()
         for t in threads:
             t.join(30)
