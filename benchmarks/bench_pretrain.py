@@ -5,7 +5,7 @@ a fraction of the matmul rate measured in the same run; and where the fast step'
 
     python benchmarks/bench_pretrain.py --out benchmarks/results/pretrain.md
 
-Shapes: `bundled` (configs/pretrain_lm_en.json: the bundled biLM's shape and negatives) and
+Shapes: `bundled` (configs/pretrain_en.cfg: the bundled biLM's shape and negatives) and
 the presets. bf16 (`--precision bf16`: bf16 copies of the weights, the fused LSTM backward,
 one thread a direction) runs only on CPUs with AVX512-BF16 or AMX, or with --force-bf16
 (emulated: the bf16 matmul rate in the report shows how slow). Batches are synthetic
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import random
 import string
@@ -161,13 +160,11 @@ PATHS = {
 
 def shape_options(shape: str) -> Tuple[BiLMOptions, int]:
     """The model of a shape name and its configured negatives: a preset, or 'bundled' (the
-    shape and negatives of configs/pretrain_lm_en.json, the bundled biLM's run)."""
+    shape and negatives of configs/pretrain_en.cfg, the bundled biLM's run)."""
     if shape != "bundled":
         return preset(shape), 8192
-    config = json.loads((ROOT / "configs" / "pretrain_lm_en.json").read_text())
-    changes = dict(config["options"])
-    changes["filters"] = tuple(tuple(f) for f in changes["filters"])
-    return preset(config["preset"], **changes), int(config["n_negatives"])
+    config = PretrainConfig.from_file(ROOT / "configs" / "pretrain_en.cfg")
+    return config.bilm_options(), config.n_negatives
 
 
 def make_vocab(n_vocab: int) -> Vocab:

@@ -80,7 +80,7 @@ with open(out / "lm.txt", "w", encoding="utf-8") as f:
     for _ in range(200000):
         f.write(" ".join(rng.choices(words, weights=weights, k=rng.randint(8, 30))) + " .\n")
 PY
-opts=$(python -c "import json; print(json.dumps(json.load(open('configs/pretrain_lm_en.json'))['options']))")
+opts=$(python -c "import json; from spacy_elmo.pretrain.config import PretrainConfig; print(json.dumps(PretrainConfig.from_file('configs/pretrain_en.cfg').options))")
 echo "| path | rows | tokens/s (steps 101-300) |"
 echo "|---|---:|---:|"
 for run in "fused fp32 64" "autograd fp32 64" "fused bf16 64" "fused fp32 512" "fused bf16 512"; do

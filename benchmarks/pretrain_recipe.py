@@ -4,7 +4,7 @@
         [--recipes bilm-tf,adam-1e-3,...] [--runs runs/recipe]
         [--out benchmarks/results/pretrain_recipe.md]
 
-Every recipe starts from `configs/pretrain_lm_en.json` (the bundled biLM's shape and
+Every recipe starts from `configs/pretrain_en_first.cfg` (the first bundled biLM's shape and
 recipe) with a few settings changed, reads DATA_DIR/lm_en, shares one softmax vocabulary
 (so dev perplexities compare), and trains for the same CPU time of training steps
 (`--max-cpu-minutes`: process CPU time, both threads, so that other work on a shared machine
@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from spacy_elmo.files import atomic_write, write_json, write_text
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.rundir import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ROOT / "configs" / "pretrain_lm_en.json"
+BASE = ROOT / "configs" / "pretrain_en_first.cfg"
 
 # name -> (settings changed from BASE, why it is in the study)
 RECIPES: Dict[str, Any] = {
@@ -59,7 +60,7 @@ RECIPES: Dict[str, Any] = {
 
 def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, cpu_minutes: float
                   ) -> Dict[str, Any]:
-    base = json.loads(BASE.read_text(encoding="utf-8"))
+    base = PretrainConfig.from_file(BASE).to_dict()
     changes, _ = RECIPES[name]
     config = {**base, **{k: v for k, v in changes.items() if k != "options"}}
     config["options"] = {**base["options"], **changes.get("options", {})}
@@ -75,7 +76,6 @@ def recipe_config(name: str, data_dir: Path, runs: Path, vocab: Path, cpu_minute
 
 def make_vocab(data_dir: Path, runs: Path) -> Path:
     """The shared softmax vocabulary, counted once as the bundled biLM's run did."""
-    from spacy_elmo.pretrain.config import PretrainConfig
     from spacy_elmo.pretrain.corpus import resolve_files
     from spacy_elmo.pretrain.vocab import build_vocab
 
@@ -98,11 +98,11 @@ def run_recipe(name: str, config: Dict[str, Any]) -> None:
         if spent >= 60 * config["max_cpu_minutes"]:
             return  # finished earlier (a larger --cpu-minutes continues it)
     run.mkdir(parents=True, exist_ok=True)
-    config_path = run.parent / f"{name}.json"
-    write_json(config_path, config)
+    config_path = run.parent / f"{name}.cfg"
+    write_text(config_path, PretrainConfig(**config).to_cfg())
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    subprocess.run([sys.executable, "-m", "spacy_elmo", "pretrain", "--config",
-                    str(config_path), "--resume"], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "spacy_elmo", "pretrain", str(config_path),
+                    "--resume"], check=True, env=env)
     write_json(run / "load.json", {"load": os.getloadavg()[0]})
 
 
@@ -157,7 +157,7 @@ def plot(rows: List[Dict[str, Any]], png: Path) -> None:
 
 def report(rows: List[Dict[str, Any]], args: argparse.Namespace, command: str) -> str:
     lines = ["# Pretraining recipes at equal CPU time", "", f"Command: `{command}`", "",
-             f"{datetime.date.today().isoformat()}. Each recipe: configs/pretrain_lm_en.json "
+             f"{datetime.date.today().isoformat()}. Each recipe: configs/pretrain_en_first.cfg "
              f"with the changes listed, {args.cpu_minutes:g} CPU minutes of training steps "
              "(process CPU time, both threads), 2 threads, "
              "one run at a time, the same 50k softmax vocabulary, dev = the first 30,000 "

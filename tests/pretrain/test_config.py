@@ -2,6 +2,7 @@
 flags that documented commands use, JSON configs and run directories of earlier versions,
 --gpu-id, --help and the docs' table, all from the one declaration."""
 
+import itertools
 import json
 import re
 import shutil
@@ -43,26 +44,34 @@ def test_help_lists_every_setting():
     assert "--gpu-id" in text
 
 
-@pytest.mark.parametrize("cfg,json_config", [("pretrain_en.cfg", "pretrain_lm_en_v2.json"),
-                                             ("pretrain_zh.cfg", "pretrain_zh_wiki.json")])
-def test_shipped_cfgs_are_the_bundled_recipes(cfg, json_config):
-    assert PretrainConfig.from_file(ROOT / "configs" / cfg) == PretrainConfig.from_file(
-        ROOT / "configs" / json_config)
+SHIPPED = sorted(p.name for p in (ROOT / "configs").glob("pretrain_*.cfg"))
 
 
-@pytest.mark.parametrize("json_config,command", [
-    ("pretrain_zh_news.json", "configs/pretrain_zh.cfg corpus/zhnews/train.txt.gz --dev "
+def test_every_pretraining_config_is_a_cfg():
+    assert len(SHIPPED) >= 8
+    assert sorted((ROOT / "configs").glob("pretrain*.json")) == []
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_cfgs_dry_run_to_what_they_hold(name, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    config = PretrainConfig.from_file(ROOT / "configs" / name)
+    assert resolved(f"configs/{name}") == config
+    assert config.train and config.output.startswith("runs/")  # paths of the project
+
+
+@pytest.mark.parametrize("other,command", [
+    ("pretrain_zh_news.cfg", "configs/pretrain_zh.cfg corpus/zhnews/train.txt.gz --dev "
      "corpus/zhnews/dev.txt --output runs/zh_news --init-weights bilm/zh_wiki --lr 0.0005 "
      "--max-steps 16000"),
-    ("pretrain_lm_en.json", "configs/pretrain_en.cfg data/lm_en/enwiki_core.train.*.txt.xz "
+    ("pretrain_en_first.cfg", "configs/pretrain_en.cfg data/lm_en/enwiki_core.train.*.txt.xz "
      "--output runs/lm_en_small --shuffle-buffer 0 --optimizer adagrad --lr 0.2 "
      "--lr-schedule constant --warmup-steps 0 --state-reset 0 --max-steps 200000 "
      "--eval-every 500 --snapshot-every null --threads 1"),
 ])
-def test_other_recipes_are_a_shipped_cfg_with_overrides(json_config, command, monkeypatch):
+def test_other_recipes_are_a_shipped_cfg_with_overrides(other, command, monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert resolved(*command.split()) == PretrainConfig.from_file(ROOT / "configs" /
-                                                                  json_config)
+    assert resolved(*command.split()) == PretrainConfig.from_file(ROOT / "configs" / other)
 
 
 def test_a_json_config_of_an_earlier_version_loads_alone_and_with_flags(tmp_path):
@@ -150,14 +159,17 @@ README_COMMANDS = [
     "zh_text.txt.xz --lang zh --segmenter jieba --vocab-size 30000 --output runs/zh_words "
     "--preset tiny",
     "NEW/PATH/*.txt.xz --dev NEW/dev.txt --output DIR --resume",
-    "data/lm_en/enwiki_core.train.*.txt.xz --dev data/lm_en/enwiki_core.valid.txt.xz "
-    "--config configs/pretrain_lm_en.json --output bilm/run --max-steps 6000 --threads 2 "
+    "configs/pretrain_en_first.cfg data/lm_en/enwiki_core.train.*.txt.xz --dev "
+    "data/lm_en/enwiki_core.valid.txt.xz --output bilm/run --max-steps 6000 --threads 2 "
     "--snapshot-every 500 --resume",
-    "data/lm_en/*.train.*.txt.xz --dev data/lm_en/enwiki_core.valid.txt.xz --config "
-    "configs/pretrain_lm_en_v2.json --output bilm/run_v2 --threads 2 --resume",
-    "--config configs/pretrain_zh_wiki.json --output bilm/zh_wiki_run --threads 2 --resume",
-    "--config configs/pretrain_zh_jieba.json --output bilm/zh_jieba_run --max-steps 7000 "
-    "--threads 2 --resume",
+    "configs/pretrain_en.cfg data/lm_en/*.train.*.txt.xz --dev "
+    "data/lm_en/enwiki_core.valid.txt.xz --output bilm/run_v2 --threads 2 --resume",
+    "configs/pretrain_en_long.cfg data/lm_en/*.train.*.txt.xz --dev "
+    "data/lm_en/enwiki_core.valid.txt.xz --output bilm/en_long --resume",
+    "configs/pretrain_zh.cfg --output bilm/zh_wiki_run --threads 2 --resume",
+    "configs/pretrain_zh_news.cfg --output bilm/zh_news_run --threads 2 --resume",
+    "configs/pretrain_zh_jieba.cfg --output bilm/zh_jieba_run --max-steps 7000 --threads 2 "
+    "--resume",
 ]
 
 
@@ -166,16 +178,21 @@ def test_documented_commands_keep_their_meaning(command, monkeypatch):
     monkeypatch.chdir(ROOT)
     args = command.split()
     config = resolved(*args)
-    i = 0
-    while i < len(args):  # each flag set its setting
-        flag = args[i]
+    given = set()
+    for i, flag in enumerate(args):  # each flag set its setting
         if flag in by_flag(PretrainConfig):
             item = by_flag(PretrainConfig)[flag]
             value = getattr(config, item.name)
             assert str(value[-1] if isinstance(value, list) else value) == args[i + 1], flag
-        i += 1
-    if not args[0].startswith("-"):
-        assert config.train == [args[0]]
+            given.add(item.name)
+    first = list(itertools.takewhile(lambda arg: not arg.startswith("-"), args))
+    path = first.pop(0) if first and first[0].endswith(".cfg") else None
+    if first:  # TEXT
+        assert config.train == first
+        given.add("train")
+    base = PretrainConfig.from_file(path) if path else PretrainConfig()
+    assert {k: v for k, v in config.to_dict().items() if k not in given} == {
+        k: v for k, v in base.to_dict().items() if k not in given}  # the rest: the config's
 
 
 def test_every_flag_the_docs_use_is_a_shortcut():
