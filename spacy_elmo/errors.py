@@ -464,6 +464,19 @@ class Errors(metaclass=Catalogue):
             "SPACY_ELMO_ALLOW_EMULATED_BF16=1.")
     E231 = ("Unknown training precision '{precision}'; choose one of: {known} (int8 serves "
             "inference only).")
+    # 1.0 pipeline formats (E260-E269, W047-W048)
+    E260 = ("'{path}' holds a biLM saved without a checksum of its tensors: it was saved by "
+            "spacy-elmo before 1.0, whose pipelines 1.0 does not load. Build the pipeline "
+            "again with spacy-elmo 1.0: add the `elmo` component with its weights "
+            "(nlp.add_pipe(\"elmo\", config={{\"weights\": ...}}) or [components.elmo] weights), "
+            "train the components that use it again (spacy train), and save it.")
+    E261 = ("The task's layer mix does not record the width of the ELMo vectors it was "
+            "trained on: it was saved by spacy-elmo before 1.0, so a biLM of another width "
+            "cannot be told apart. Train the task again with spacy-elmo 1.0 and save the "
+            "pipeline.")
+    E262 = ("The layer mix (spacy-elmo.ScalarMix.v1) does not know the width of the layers it "
+            "mixes: initialize it with sample layers (model.initialize(X=...)), or give it "
+            "`width`.")
 
 
 class Warnings(metaclass=Catalogue):

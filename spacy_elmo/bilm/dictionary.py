@@ -45,7 +45,7 @@ class TokenDictionary:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> TokenDictionary:
-        return cls(tuple(data["chars"]), tuple(data.get("words") or ()))
+        return cls(tuple(data["chars"]), tuple(data["words"]))
 
 
 def check_entries(kind: str, entries: Sequence[str], source: str) -> None:

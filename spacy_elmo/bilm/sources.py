@@ -80,8 +80,8 @@ class BilmSource:
     @classmethod
     def from_cfg(cls, cfg: Dict[str, Any]) -> BilmSource:
         """The source named by a component's settings (paths as text)."""
-        return cls(weights=_text(cfg.get("weights")), options=_text(cfg.get("options")),
-                   weights_format=cfg.get("weights_format", "auto"))
+        return cls(weights=_text(cfg["weights"]), options=_text(cfg["options"]),
+                   weights_format=cfg["weights_format"])
 
     def to_cfg(self) -> Dict[str, Any]:
         return {"weights": self.weights, "options": self.options,

@@ -5,8 +5,8 @@ from .elmo_model import build_elmo_model
 from .extensions import install_vector_hooks, register_extensions
 from .listener import ElmoListener, build_elmo_listener
 from .scalar_mix import ScalarMix
-from .tok2vec import build_elmo_tok2vec, build_elmo_tok2vec_v2
+from .tok2vec import build_elmo_tok2vec
 
 __all__ = ["ElmoComponent", "make_elmo", "build_elmo_model", "register_extensions",
            "install_vector_hooks", "ElmoListener", "build_elmo_listener", "build_elmo_tok2vec",
-           "build_elmo_tok2vec_v2", "ScalarMix"]
+           "ScalarMix"]

@@ -203,7 +203,7 @@ def _apply_settings(model: Model, bilm: BiLM) -> None:
     """Apply the model's dropout, precision and word-cache settings (also after
     deserialization)."""
     bilm.set_dropout(model.attrs["dropout"])
-    precision = model.attrs.get("precision", "fp32")  # models saved before it existed
+    precision = model.attrs["precision"]
     if bilm.precision != precision:
         bilm.set_precision(precision)
         get_holder(model).generation += 1  # cached outputs came from the other precision

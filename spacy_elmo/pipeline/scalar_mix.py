@@ -15,17 +15,20 @@ LAYER_NAME = "elmo-scalar-mix"
 
 
 @registry.layers("spacy-elmo.ScalarMix.v1")
-def ScalarMix(*, n_layers: Optional[int] = None, layer_norm: bool = False,
-              dropout: float = 0.0) -> Model[List[Floats3d], List[Floats2d]]:
+def ScalarMix(*, n_layers: Optional[int] = None, width: Optional[int] = None,
+              layer_norm: bool = False, dropout: float = 0.0
+              ) -> Model[List[Floats3d], List[Floats2d]]:
     """`gamma * sum_j softmax(w)_j * h_j` per doc; w starts at 0 (uniform), gamma at 1.
 
+    n_layers, width: the number and width of the layers mixed (None: taken from the sample
+    layers at initialize; a mix initialized without knowing its width is E262).
     layer_norm normalises each layer of each token over its width (no learned scale),
     so a doc's vectors never depend on the rest of the batch. dropout applies to the mixed
     vectors during training; it is this layer's own setting, not [training] dropout.
-    The width of the layers is recorded at initialization (dim nI; saved with the model),
-    so that a biLM of another width under a trained mix is an error that says so.
+    The width is saved with the mix (dim nI), so that a biLM of another width under a
+    trained mix is an error that says so (E054), and a mix without it one too (E261).
     """
-    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers, "nI": None},
+    return Model(LAYER_NAME, _forward, init=_init, dims={"nL": n_layers, "nI": width},
                  params={"w": None, "gamma": None},
                  attrs={"layer_norm": layer_norm, "elmo_dropout": dropout})
 
@@ -40,6 +43,8 @@ def _init(model: Model, X: Optional[List[Floats3d]] = None, Y: Optional[object] 
     if X is not None and len(X):
         model.set_dim("nL", X[0].shape[0], force=True)
         model.set_dim("nI", X[0].shape[2], force=True)
+    if not model.has_dim("nI"):
+        raise ElmoError(Errors.E262)
     n = model.get_dim("nL")
     model.set_param("w", model.ops.alloc1f(n))
     gamma = model.ops.alloc1f(1)
@@ -53,11 +58,10 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     xp = ops.xp
     lengths = [x.shape[1] for x in Xs]
     n_layers = model.get_dim("nL")
-    width = Xs[0].shape[2] if Xs else 0
+    width = _width(model, Xs)
     X: Any = xp.concatenate(Xs, axis=1) if Xs else ops.alloc3f(n_layers, 0, width)
     if X.shape[0] != n_layers:
         raise ElmoError(Errors.E059.format(expected=n_layers, found=X.shape[0]))
-    _check_width(model, Xs)
     if model.attrs["layer_norm"]:
         mean = X.mean(axis=-1, keepdims=True)
         std = xp.sqrt(((X - mean) ** 2).mean(axis=-1, keepdims=True) + EPS)
@@ -96,12 +100,15 @@ def _forward(model: Model, Xs: List[Floats3d], is_train: bool
     return _split(Y, lengths, axis=0), backprop
 
 
-def _check_width(model: Model, Xs: List[Floats3d]) -> None:
-    """The layers must have the width the mix was initialized on (mixes saved before the
-    width was recorded have none, and are not checked)."""
-    expected = model.get_dim("nI") if model.has_dim("nI") else None
-    if Xs and expected is not None and Xs[0].shape[2] != expected:
+def _width(model: Model, Xs: List[Floats3d]) -> int:
+    """The width the mix was initialized on, which the layers must have (E054). A trained
+    mix without it was saved before 1.0 (E261); an untrained one was never initialized."""
+    if not model.has_dim("nI"):
+        raise ElmoError(Errors.E261 if model.has_param("w") else Errors.E262)
+    expected = model.get_dim("nI")
+    if Xs and Xs[0].shape[2] != expected:
         raise ElmoError(Errors.E054.format(expected=expected, found=Xs[0].shape[2]))
+    return expected
 
 
 def _split(X: Any, lengths: List[int], axis: int = 1) -> list:

@@ -17,11 +17,10 @@ import torch
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
 from ..checksums import bytes_sha256
-from ..errors import ElmoError, damaged
+from ..errors import ElmoError, Errors, damaged
 from .holder import BiLMHolder
 
-# Written with the biLM's tensors since checksums came in; biLMs saved before have none
-# and load unchecked.
+# Written with the biLM's tensors; a biLM saved without one (before 1.0) is refused (E260).
 CHECKSUM = "state_sha256"
 MISMATCH = "the biLM's tensors do not match the checksum saved with them"
 # What a damaged biLM is reported as being read from, and as (E002); `reading` sets
@@ -102,7 +101,9 @@ def deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHold
 def _read_bilm(data: bytes) -> BiLM:
     """The biLM `serialize_holder` wrote, its tensors checked against their checksum."""
     msg = srsly.msgpack_loads(data)
-    if CHECKSUM in msg and msg[CHECKSUM] != bytes_sha256(msg["state"]):
+    if CHECKSUM not in msg:
+        raise ElmoError(Errors.E260.format(path=_SOURCE.get()[0]))
+    if msg[CHECKSUM] != bytes_sha256(msg["state"]):
         raise _damaged(MISMATCH)
     dictionary = msg.get("dictionary")
     bilm = BiLM(BiLMOptions.from_json_dict(msg["options"]),

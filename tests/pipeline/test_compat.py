@@ -1,23 +1,37 @@
-"""A pipeline saved by an earlier version (tests/fixtures/compat) loads and gives the same
-vectors and scores as it did then."""
+"""A pipeline saved by spacy-elmo 0.1 (tests/fixtures/compat: an `elmo` component, NER on a
+listener, textcat on `spacy-elmo.ElmoTok2Vec.v1`) is refused, each part with an error that
+says what it is and what to do; none of it loads unchecked."""
 
-import json
 from pathlib import Path
 
-import numpy as np
+import pytest
 import spacy
+from catalogue import RegistryError
 
-COMPAT = Path(__file__).resolve().parents[1] / "fixtures" / "compat"
+from spacy_elmo.errors import ElmoError
+
+PIPELINE = Path(__file__).resolve().parents[1] / "fixtures" / "compat" / "pipeline"
 
 
-def test_pipeline_saved_by_an_earlier_version_loads_unchanged(tmp_path, monkeypatch):
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # its configs name a biLM at "bilm": not needed to load
-    nlp = spacy.load(COMPAT / "pipeline")
-    assert nlp.pipe_names == ["elmo", "ner", "textcat"]
-    expected = np.load(COMPAT / "pipeline_expected.npz")
-    texts = json.loads((COMPAT / "texts.json").read_text())
-    for i, doc in enumerate(nlp.pipe(texts)):
-        np.testing.assert_allclose(doc._.elmo, expected[f"elmo_{i}"], atol=1e-6)
-        np.testing.assert_allclose(doc._.elmo_layers, expected[f"layers_{i}"], atol=1e-6)
-        np.testing.assert_allclose([doc.cats["A"], doc.cats["B"]], expected[f"cats_{i}"],
-                                   atol=1e-5)
+
+
+def test_the_removed_private_tok2vec_is_named():
+    with pytest.raises(RegistryError, match=r"(?s)'spacy-elmo\.ElmoTok2Vec\.v1'.*"
+                                            r"spacy-elmo\.ElmoTok2Vec\.v2"):
+        spacy.load(PIPELINE)
+
+
+def test_its_biLM_saved_without_a_checksum_is_refused():
+    with pytest.raises(ElmoError, match=r"\[E260\] '.*elmo.model' holds a biLM saved without "
+                                        r"a checksum .* before 1\.0"):
+        spacy.load(PIPELINE, exclude=["textcat"])
+
+
+def test_its_layer_mix_saved_without_its_width_is_refused():
+    nlp = spacy.load(PIPELINE, exclude=["elmo", "textcat"])
+    with pytest.warns(UserWarning, match="W003"), \
+            pytest.raises(ElmoError, match=r"\[E261\] .* saved by spacy-elmo before 1\.0"):
+        nlp("Alice went to Paris today .")

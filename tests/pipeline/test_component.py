@@ -269,11 +269,10 @@ def test_add_pipe_without_config_uses_the_bundled_biLM(lang, text, n_tokens):
 
 
 def test_elmo_model_settings_have_one_default():
-    """The component's model block, ElmoTok2Vec.v1's inline settings and ElmoModel.v1 share
-    build_elmo_model's defaults."""
+    """The component's model block and ElmoModel.v1 share build_elmo_model's defaults."""
     import inspect
 
-    from spacy_elmo.pipeline import build_elmo_model, build_elmo_tok2vec
+    from spacy_elmo.pipeline import build_elmo_model
 
     defaults = {name: p.default for name, p in
                 inspect.signature(build_elmo_model).parameters.items()}
@@ -282,7 +281,3 @@ def test_elmo_model_settings_have_one_default():
     nlp.add_pipe("elmo")
     config = dict(nlp.config["components"]["elmo"]["model"])
     assert config.pop("@architectures") == "spacy-elmo.ElmoModel.v1" and config == defaults
-    elmo = build_elmo_tok2vec().get_ref("elmo_source").layers[0]
-    assert elmo.attrs["output_cache"].max_bytes == 0
-    assert {k: elmo.attrs[k] for k in defaults if k != "output_cache_mb"} == {
-        k: v for k, v in defaults.items() if k != "output_cache_mb"}

@@ -71,5 +71,5 @@ def test_every_entry_point_names_the_registered_function():
             function = getattr(importlib.import_module(module), attr)
             assert reg.get_all()[name] is function, name
             seen.append(name)
-    assert {"spacy-elmo.ElmoTok2Vec.v1", "spacy-elmo.ElmoTok2Vec.v2",
-            "spacy-elmo.ScalarMix.v1"} <= set(seen)
+    assert {"spacy-elmo.ElmoTok2Vec.v2", "spacy-elmo.ScalarMix.v1"} <= set(seen)
+    assert "spacy-elmo.ElmoTok2Vec.v1" not in registry.architectures.get_all()  # gone in 1.0

@@ -1,6 +1,7 @@
 """Saved and copied pipelines: complete before first use, the size of their weights when
 pickled, listeners of a frozen `elmo` component that say what to do, a biLM of another width
-under a trained task, and damaged files that are named."""
+under a trained task, damaged files that are named, and a biLM saved without its checksum
+(before 1.0) refused."""
 
 import pickle
 import shutil
@@ -8,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import spacy
+import srsly
 import torch
 from spacy.training import Example
 from spacy.training.initialize import init_nlp
@@ -18,6 +20,7 @@ from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, sav
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pipeline import ElmoListener
 from spacy_elmo.pipeline.elmo_model import get_holder
+from spacy_elmo.pipeline.serialize import CHECKSUM
 
 from ..conftest import make_random_bilm
 from .conftest import CONFIGS
@@ -242,6 +245,36 @@ def test_a_flipped_byte_in_the_saved_tensors_is_found(weights_dir, tmp_path):
                                         r"serialized bytes' .*checksum"):
         fresh.get_pipe("elmo").from_bytes(
             _flip_a_tensor_byte(nlp.get_pipe("elmo").to_bytes(), bilm))
+
+
+def _without_checksum(data: bytes) -> bytes:
+    """An `elmo` component's model bytes as spacy-elmo wrote them before 1.0: the biLM
+    without its `state_sha256`."""
+    model = srsly.msgpack_loads(data)
+    (shim_index, shim), = [(i, s[0]) for i, s in enumerate(model["shims"]) if s]
+    shim = srsly.msgpack_loads(shim)
+    holder = srsly.msgpack_loads(shim["state"])
+    del holder[CHECKSUM]
+    shim["state"] = srsly.msgpack_dumps(holder)
+    model["shims"][shim_index] = [srsly.msgpack_dumps(shim)]
+    return srsly.msgpack_dumps(model)
+
+
+def test_a_biLM_saved_without_its_checksum_is_refused(weights_dir, tmp_path):
+    """Such pipelines (spacy-elmo before 1.0) loaded unchecked."""
+    nlp = _saved_elmo(weights_dir, tmp_path / "p")
+    model = tmp_path / "p" / "elmo" / "model"
+    model.write_bytes(_without_checksum(model.read_bytes()))
+    with pytest.raises(ElmoError, match=r"\[E260\] '.*elmo.model' holds a biLM saved without "
+                                        r"a checksum .* Build the pipeline again"):
+        spacy.load(tmp_path / "p")
+    fresh = spacy.blank("en")
+    fresh.add_pipe("elmo", config={"weights": str(weights_dir)})
+    with pytest.raises(ElmoError, match=r"\[E260\] 'the `elmo` component's serialized "
+                                        r"bytes' holds a biLM saved without a checksum"):
+        component = srsly.msgpack_loads(nlp.get_pipe("elmo").to_bytes())
+        component["model"] = _without_checksum(component["model"])
+        fresh.get_pipe("elmo").from_bytes(srsly.msgpack_dumps(component))
 
 
 def test_a_damaged_elmo_cfg_is_named(weights_dir, tmp_path):

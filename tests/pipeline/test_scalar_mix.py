@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import srsly
 import torch
 
 from spacy_elmo.errors import ElmoError
@@ -44,7 +45,7 @@ def test_forward_and_backward_match_autograd(layer_norm):
 
 
 def test_wrong_number_of_layers_is_a_catalogue_error():
-    mix = ScalarMix(n_layers=3)
+    mix = ScalarMix(n_layers=3, width=4)
     mix.initialize()
     with pytest.raises(ElmoError, match=r"\[E059\] .* 3 biLM layers but got 2"):
         mix([np.zeros((2, 1, 4), dtype="float32")], is_train=False)
@@ -66,11 +67,19 @@ def test_another_width_than_initialized_on_is_a_catalogue_error():
                 model([np.zeros((3, 1, 5), dtype="float32")], is_train=is_train)
 
 
-def test_a_mix_saved_without_its_width_still_mixes():
-    """Mixes saved before the width was recorded have none: they load and run as before."""
-    mix = ScalarMix(n_layers=3)
+def test_a_mix_without_its_width_is_refused():
+    """Mixes saved before 1.0 had no width: a biLM of another width under them went
+    unchecked; and a mix initialized without sample layers had none either."""
+    with pytest.raises(ElmoError, match=r"\[E262\] .* initialize it with sample layers"):
+        ScalarMix(n_layers=3).initialize()
+    mix = ScalarMix(n_layers=3, width=4)
     mix.initialize()
-    assert not mix.has_dim("nI")
-    data = mix.to_bytes()
-    restored = ScalarMix().from_bytes(data)
-    assert restored.predict([np.ones((3, 2, 5), dtype="float32")])[0].shape == (2, 5)
+    assert mix.get_dim("nI") == 4 and mix.predict([]) == []
+    saved = srsly.msgpack_loads(mix.to_bytes())
+    saved["nodes"][0]["dims"]["nI"] = None  # as saved before 1.0
+    restored = ScalarMix().from_bytes(srsly.msgpack_dumps(saved))
+    assert not restored.has_dim("nI")
+    with pytest.raises(ElmoError, match=r"\[E261\] .* saved by spacy-elmo before 1\.0"):
+        restored.predict([np.ones((3, 2, 4), dtype="float32")])
+    with pytest.raises(ElmoError, match=r"\[E262\] "):  # never initialized
+        ScalarMix(n_layers=3)([np.ones((3, 2, 4), dtype="float32")], is_train=False)

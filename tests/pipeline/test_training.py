@@ -306,15 +306,13 @@ def test_pickle_after_update_and_roundtrips(weights_dir, tmp_path):
         shutil.move(str(moved), weights_dir)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
-def test_private_tok2vec_variant(weights_dir, tmp_path, version):
+def test_private_tok2vec(weights_dir, tmp_path):
     config = Config().from_disk(CONFIGS / "ner_elmo.cfg")
     config["nlp"]["pipeline"] = ["ner"]
     elmo = config["components"].pop("elmo")["model"]
     config["components"]["ner"]["model"]["tok2vec"] = {
-        "@architectures": f"spacy-elmo.ElmoTok2Vec.{version}", "weights": str(weights_dir)}
-    if version == "v2":
-        config["components"]["ner"]["model"]["tok2vec"]["elmo"] = elmo
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v2", "weights": str(weights_dir),
+        "elmo": elmo}
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
     nlp.initialize(lambda: examples)

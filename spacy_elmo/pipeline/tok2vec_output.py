@@ -1,6 +1,7 @@
-"""The model every ELMo token-vector architecture ends in (the listener's and the private
-biLM's alike): [features ;] the task's layer mix, then optionally a Maxout projection and an
-encoder, with its widths set at initialize from the biLM behind it."""
+"""The output stage every ELMo tok2vec ends in (the listener's and the private biLM's alike):
+[features ;] the task's layer mix, then optionally a Maxout projection and an encoder, with
+its widths set at initialize from the biLM behind it. Not a task head: the task's own model
+(NER's parser, textcat's reducer) reads the vectors this stage gives."""
 
 from __future__ import annotations
 
