@@ -10,9 +10,8 @@ overrides of its task's language and its row (`table.compose`) on corpus/<datase
 into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
 into metrics/<task>_<row>_s<seed>.{dev,test}.json (the names `scripts/compare.py` reads).
 A finished cell leaves training/<run>/cell.json (its command, wall time and scores); a rerun
-skips finished cells (those whose cell.json records the same settings, --gpu-id aside, a
-record of a per-variant config from before composition included: a cell
-of other settings, such as another biLM or budget, is trained again) and trains an
+skips finished cells (those whose cell.json records the same settings, --gpu-id aside: a
+cell of other settings, such as another biLM or budget, is trained again) and trains an
 interrupted one again from the start, so a table that takes longer than a session continues
 where it stopped. With `--archive DIR`, each finished cell's record and its dev and test
 metrics are also written to DIR/<run>.json, to be committed: a rerun on another machine,

@@ -13,7 +13,6 @@ from typing import Any, Dict, List, Optional, Tuple
 from .results import CELL_DONE
 
 CONFIGS = Path("configs")  # relative to the project directory, as the commands name them
-KINDS = ("ner", "textcat")  # the families of the per-variant configs of before composition
 
 
 @dataclass(frozen=True)
@@ -196,40 +195,16 @@ def recorded(command: List[str]) -> str:
     return "python " + " ".join(command[1:])
 
 
-def _legacy_configs() -> Dict[str, Tuple[str, Dict[str, str]]]:
-    """The per-variant config files the tables used before composition (e.g.
-    configs/zh_ner_cnn_vectors.cfg), each as its base config and overrides: archived cells
-    record those commands."""
-    legacy = {}
-    for kind in KINDS:
-        for lang in ("en", "zh"):
-            for stem, vectors in (("cnn", False), ("cnn_vectors", True), ("elmo", False),
-                                  ("elmo_concat", False), ("elmo_concat_vectors", True)):
-                base = stem.replace("_vectors", "")
-                task = Task("", kind, (), lang=lang)
-                config, overrides = compose(task, Row(base, vectors=vectors))
-                prefix = "" if lang == "en" else f"{lang}_"
-                legacy[str(CONFIGS / f"{prefix}{kind}_{stem}.cfg")] = (str(config), overrides)
-    return legacy
-
-
-LEGACY_CONFIGS = _legacy_configs()
-
-
 def settings(command: str) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
     """What makes two recorded commands train the same cell: the base config and every
-    option but the device (--gpu-id), in any order; a legacy per-variant config counts as
-    its base config with its overrides."""
+    option but the device (--gpu-id), in any order."""
     words = command.split()
     if len(words) < 5:  # no record of a `python -m spacy train CONFIG ...` command
         return command, ()
     config, options = words[4], words[5:]
     pairs = dict(zip(options[::2], options[1::2], strict=False))
-    base, overrides = LEGACY_CONFIGS.get(config, (config, {}))
-    for key, value in overrides.items():
-        pairs.setdefault(f"--{key}", value)
     pairs.pop("--gpu-id", None)
-    return base, tuple(sorted(pairs.items()))
+    return config, tuple(sorted(pairs.items()))
 
 
 def finished(cell: Cell, training: Path) -> bool:

@@ -40,12 +40,12 @@ def _all_cells(weights: str):
 
 
 def test_the_tables_compose_from_at_most_twelve_config_files():
-    """NER and text classification (the 26 files of before) from at most 12 `spacy train`
-    configs; the UD table from its own 3 (CNN, ELMo, [features ; ELMo]); span
-    categorization, in no table, from its own (tests/pipeline/test_spancat_config.py)."""
+    """NER and text classification from at most 12 `spacy train` configs; the UD table
+    from its own 3 (CNN, ELMo, [features ; ELMo]); span categorization, in no table, from
+    its own (tests/pipeline/test_spancat_config.py)."""
     cells = _all_cells("W")
     assert {c.task for c in cells} == {t for table in TABLES.values() for t in table}
-    assert len(cells) == 50 + 5  # the cells of before composition and the UD rows, seed 0
+    assert len(cells) == 50 + 5  # the NER and textcat cells and the UD rows, seed 0
     used = {str(c.needs[0]) for c in cells}
     shipped = {f"configs/{p.name}" for p in (ROOT / "configs").glob("*.cfg")}
     assert used <= shipped
@@ -107,8 +107,8 @@ def _composed(cell):
 
 
 def test_a_variant_differs_from_its_row_only_by_its_overrides():
-    """What the per-variant files used to guarantee: word2vec rows are their row plus the
-    vectors, Chinese rows their English row in Chinese."""
+    """Word2vec rows are their row plus the vectors, Chinese rows their English row in
+    Chinese."""
     by_run = {(c.task, c.row): c for c in _all_cells("W")}
     pairs = [(("ner", "cnn"), ("ner", "cnnw2vall")), (("sst5", "cnn"), ("sst5", "cnnw2vall")),
              (("ner", "elmo_concat"), ("ner", "elmo_concat_w2v")),
