@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 import typer
 from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this script
-from spacy_elmo_lab.runner import run_cells
+from spacy_elmo_lab.run_table import run_cells
 from spacy_elmo_lab.table import make_cells
 
 from spacy_elmo.files import write_text

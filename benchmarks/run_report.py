@@ -7,7 +7,7 @@ Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrai
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
 backward / mean full-softmax perplexity, training hours and CPU hours so far), the
 throughput, the snapshots on disk, and how to continue the run. With --wic, each snapshot's
-WiC dev accuracy (`scripts/wic_probe.py`, kept as `wic.json` in the snapshot so that it is
+WiC dev accuracy (`scripts/wic.py`, kept as `wic.json` in the snapshot so that it is
 computed once; snapshots that already have one are listed without --wic); with --probes
 DATA_DIR, each snapshot's nearest-neighbour WSD on SemEval-2007 and XPOS dev accuracy
 (`scripts/probe_wsd.py`, `scripts/probe_pos.py`; kept as `probe_wsd.json` and
@@ -118,7 +118,7 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
         return []
     baseline = f"{mfs[0]:.1f}" if mfs else "-"
     return ["## Probes of the snapshots", "",
-            "WiC: `python scripts/wic_probe.py SNAPSHOT WIC_DIR` (cosine threshold fitted on "
+            "WiC: `python scripts/wic.py SNAPSHOT WIC_DIR` (cosine threshold fitted on "
             "WiC train; chance 50, published ELMo 57.7 on test). WSD: `python "
             "scripts/probe_wsd.py SEMCOR SEMEVAL2007 --weights SNAPSHOT`, the best layer's "
             "nearest-neighbour accuracy on SemEval-2007, the dev set (SemCor's most frequent "

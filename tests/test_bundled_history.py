@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import typer
-from spacy_elmo_lab import curve, history
+from spacy_elmo_lab import bundled_history, curve
 
 MODEL = "pkg/data/model"
 OLD_CARD = ("| training | 3461 steps of 64 rows x 20 tokens, 4.4M tokens; adagrad |\n"
@@ -30,12 +30,12 @@ def commit(repo, card, weights, message):
 
 
 def test_card_figures_read_both_card_formats():
-    assert history.card_figures(OLD_CARD) == {"step": 3461, "tokens_millions": 4.4,
+    assert bundled_history.card_figures(OLD_CARD) == {"step": 3461, "tokens_millions": 4.4,
                                               "dev_ppl": 298.0}
-    assert history.card_figures(NEW_CARD) == {"step": 12500, "tokens_millions": 16.0,
+    assert bundled_history.card_figures(NEW_CARD) == {"step": 12500, "tokens_millions": 16.0,
                                               "dev_ppl": 136.6}
     with pytest.raises(ValueError, match="dev perplexity"):
-        history.card_figures("| training | 10 steps, 0.1M tokens |\n")
+        bundled_history.card_figures("| training | 10 steps, 0.1M tokens |\n")
 
 
 @needs_git
@@ -48,14 +48,14 @@ def test_each_bundled_version_becomes_a_snapshot(tmp_path, monkeypatch):
     (repo / "other.txt").write_text("unrelated")
     commit(repo, NEW_CARD, b"third", "third biLM")
     out = tmp_path / "history"
-    history.main(out, model=MODEL, repo=repo)
+    bundled_history.main(out, model=MODEL, repo=repo)
     assert sorted(p.name for p in out.iterdir()) == ["step_12500", "step_3461"]
     assert (out / "step_3461" / "weights.hdf5").read_bytes() == b"first"
     assert (out / "step_12500" / "weights.hdf5").read_bytes() == b"third"
     assert (out / "step_12500" / "README.md").read_text() == NEW_CARD
     dev = json.loads((out / "step_12500" / "dev.json").read_text())
     assert dev["step"] == 12500 and dev["dev_ppl"] == 136.6 and len(dev["commit"]) == 40
-    # the layout checkpoint_curve.py reads: a directory of step_*/dev.json snapshots
+    # the layout curve.py reads: a directory of step_*/dev.json snapshots
     assert sorted(curve._expand([str(out)])) == [str(out / "step_12500"),
                                                  str(out / "step_3461")]
 
@@ -63,4 +63,4 @@ def test_each_bundled_version_becomes_a_snapshot(tmp_path, monkeypatch):
 @needs_git
 def test_outside_a_git_checkout_is_a_clear_error(tmp_path):
     with pytest.raises(typer.BadParameter, match="git clone"):
-        history.main(tmp_path / "out", model=MODEL, repo=tmp_path)
+        bundled_history.main(tmp_path / "out", model=MODEL, repo=tmp_path)

@@ -10,7 +10,7 @@ import spacy
 import srsly
 import typer
 from spacy.tokens import DocBin
-from spacy_elmo_lab import convert, results, runner
+from spacy_elmo_lab import convert, results, run_table
 from spacy_elmo_lab.table import CHOSEN_LATER
 from thinc.api import Config
 
@@ -54,7 +54,7 @@ def test_project_commands_have_full_help_and_rerun_their_guarded_scripts():
     for command in project["commands"]:
         assert len(command.get("help", "")) >= 60, command["name"]
         for line in command["script"]:
-            if re.match(r"python scripts/(convert|holdout|raw_text|train_word2vec|wic_probe"
+            if re.match(r"python scripts/(convert|holdout|raw_text|word2vec|wic"
                         r"|probe_wsd|probe_pos)\.py", line):
                 assert line.endswith(" --overwrite"), line
     assert "curve" not in project["workflows"]["all"]
@@ -177,7 +177,6 @@ def test_results_table_aggregates_seeds_as_mean_and_each_seed(tmp_path):
 
 @pytest.mark.parametrize("table", ["en", "zh"])
 def test_every_table_cell_has_its_config_and_overrides_that_exist(table):
-    run_table = runner
     tasks = list(run_table.TABLES[table])
     values = {"weights": "W", "news_weights": "N", "jieba_weights": "J", "w2v": "V"}
     cells = run_table.make_cells(table, tasks, None, [0, 3], values, [])
@@ -230,7 +229,6 @@ def _tiny_trec_project(tmp_path, monkeypatch):
 
 def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkeypatch,
                                                                 capsys):
-    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     settings = dict(tasks="trec", rows="cnn,cnnpre", seeds="0", weights="null",
                     news_weights="N", jieba_weights="J", max_steps=2, eval_frequency=1,
@@ -256,7 +254,6 @@ def test_table_runner_trains_evaluates_and_skips_finished_cells(tmp_path, monkey
 
 
 def test_table_runner_restores_archived_cells_on_a_new_machine(tmp_path, monkeypatch, capsys):
-    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     archive = tmp_path / "benchmarks" / "cells"
     settings = dict(tasks="trec", rows="cnn", seeds="0", weights="null", news_weights="N",
@@ -289,7 +286,6 @@ def test_table_runner_restores_archived_cells_on_a_new_machine(tmp_path, monkeyp
 
 def test_table_runner_runs_cells_in_parallel_and_reports_a_failed_one(tmp_path, monkeypatch,
                                                                       capsys):
-    run_table = runner
     _tiny_trec_project(tmp_path, monkeypatch)
     budget = ["--training.max_steps", "2", "--training.eval_frequency", "1"]
     good = run_table.make_cells("en", ["trec"], ["cnn"], [0, 1], {"weights": "null"}, budget)

@@ -1,4 +1,4 @@
-"""The input-reading scripts (convert, holdout, raw_text, wic_probe) on awkward input: a byte
+"""The input-reading scripts (convert, holdout, raw_text, wic) on awkward input: a byte
 order mark, other tag schemes, bad arguments, files that are not UTF-8. Errors a user can
 cause are clear messages (typer.BadParameter, printed as one message with exit status 1
 by messages.one_line_errors, no traceback) naming the file and line, and a failed run
@@ -342,7 +342,7 @@ def test_raw_text_checks_its_arguments(tmp_path, args, match):
     assert not out.exists()
 
 
-# 7. wic_probe.read_wic
+# 7. wic.read_wic
 
 
 def test_wic_gold_shorter_than_the_data_is_a_clear_error(tmp_path):

@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from spacy_elmo_lab import curve, evaluate, results, runner
+from spacy_elmo_lab import curve, evaluate, results, run_table
 
 ROOT = Path(__file__).resolve().parents[1]
-
-MODULES = {"run_table": runner, "evaluate_all": evaluate, "compare": results,
-           "checkpoint_curve": curve}
-
-
-def _scripts(*names):
-    """The experiments modules behind these scripts."""
-    return [MODULES[name] for name in names]
 
 
 def _cell(run_table, weights="null", steps="3000", gpu="-1"):
@@ -28,7 +20,6 @@ def _cell(run_table, weights="null", steps="3000", gpu="-1"):
 def test_a_cell_recorded_with_other_settings_is_not_finished(tmp_path):
     """A cell trained with the bundled biLM counted as finished for --weights
     bilm/pretrained_v2: the table silently reported the old biLM's scores."""
-    (run_table,) = _scripts("run_table")
     cell = _cell(run_table)
     (tmp_path / cell.run).mkdir()
     (tmp_path / cell.run / "cell.json").write_text(json.dumps(
@@ -40,7 +31,6 @@ def test_a_cell_recorded_with_other_settings_is_not_finished(tmp_path):
 
 
 def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, monkeypatch):
-    (run_table,) = _scripts("run_table")
     assert Path("corpus/conll/test.spacy") in _cell(run_table).needs
     monkeypatch.chdir(tmp_path)
     with pytest.raises(typer.BadParameter, match=r"unknown tasks or rows \['elmo_news'\] for "
@@ -51,7 +41,6 @@ def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, mo
 
 
 def test_a_failing_cell_run_alone_is_reported_not_a_traceback(tmp_path, monkeypatch, capsys):
-    (run_table,) = _scripts("run_table")
     monkeypatch.chdir(tmp_path)
     bad = run_table.Cell("trec", "broken", 0, Path("corpus/trec"),
                          [sys.executable, "-c", "raise SystemExit(3)"], [])
@@ -64,7 +53,6 @@ def test_a_failing_cell_run_alone_is_reported_not_a_traceback(tmp_path, monkeypa
 
 
 def test_unfinished_cells_are_neither_evaluated_nor_mixed_in(tmp_path, monkeypatch, capsys):
-    evaluate_all, compare = _scripts("evaluate_all", "compare")
     training = tmp_path / "training"
     for run, files in {"ner_elmo_s1": ["model-best", "model-last", "cell.running"],  # stopped
                        "ner_cnn_s0": ["model-best", "model-last"],  # by hand
@@ -74,19 +62,18 @@ def test_unfinished_cells_are_neither_evaluated_nor_mixed_in(tmp_path, monkeypat
             (training / run / name).mkdir() if name.startswith("model") else \
                 (training / run / name).write_text("{}")
     evaluated = []
-    monkeypatch.setattr(evaluate_all, "evaluate_run",
+    monkeypatch.setattr(evaluate, "evaluate_run",
                         lambda run, *args: evaluated.append(run.name) or {"test": 1.0})
-    evaluate_all.main(training, tmp_path / "corpus", tmp_path / "metrics")
+    evaluate.main(training, tmp_path / "corpus", tmp_path / "metrics")
     assert evaluated == ["ner_cnn_s0", "ner_cnn_s1"]
     assert "ner_elmo_s1: skipped, a table cell whose training did not finish" in \
         capsys.readouterr().err
-    assert compare.layer_mixes(training) == []  # the unfinished ELMo run is not loaded
+    assert results.layer_mixes(training) == []  # the unfinished ELMo run is not loaded
 
 
 def test_a_cell_trained_again_loses_its_old_record_first(tmp_path, monkeypatch):
     """A cell retrained for other settings kept the old biLM's cell.json and metrics until
     it finished: an interruption left them beside a half-trained model."""
-    (run_table,) = _scripts("run_table")
     monkeypatch.chdir(tmp_path)
     cell = _cell(run_table)
     run_dir, metrics = Path("training") / cell.run, Path("metrics")
@@ -112,7 +99,6 @@ def test_a_cell_trained_again_loses_its_old_record_first(tmp_path, monkeypatch):
 
 def test_curve_retrains_what_is_not_done_and_checks_its_arguments_first(tmp_path,
                                                                          monkeypatch):
-    (curve,) = _scripts("checkpoint_curve")
     calls = []
 
     def train(command, check):
@@ -157,7 +143,6 @@ def test_curve_retrains_what_is_not_done_and_checks_its_arguments_first(tmp_path
 def test_rows_after_rival_biLMs_take_the_one_with_the_better_dev_score(tmp_path, monkeypatch):
     """THUCNews: `elmo` (Wikipedia biLM) and `elmo_news` compete on mean dev score; the
     concat rows run after them, in the same invocation, over the winner."""
-    (run_table,) = _scripts("run_table")
     monkeypatch.chdir(tmp_path)
     for path in ["corpus/thucnews/train.spacy", "corpus/thucnews/dev.spacy",
                  "corpus/thucnews/test.spacy"] + [
@@ -227,7 +212,6 @@ def _zh_table(run_table, rows, summary=None, seeds="0"):
 
 def test_rows_waiting_for_rivals_that_cannot_run_are_listed_not_run(tmp_path, monkeypatch,
                                                                     capsys):
-    (run_table,) = _scripts("run_table")
     monkeypatch.chdir(tmp_path)
     _thucnews_inputs(tmp_path, weights=("bilm/zh_wiki",))  # no news-adapted biLM
     trained = []
@@ -275,6 +259,6 @@ def test_archived_cells_match_their_composed_cells(tmp_path):
             done = tmp_path / cell.run / "cell.json"
             done.parent.mkdir(parents=True, exist_ok=True)
             done.write_text(json.dumps({"command": recorded}))
-            assert runner.finished(cell, tmp_path) == (other == row), (path.name, other)
+            assert run_table.finished(cell, tmp_path) == (other == row), (path.name, other)
             done.unlink()
         assert (ROOT / words[4]).is_file(), (path.name, words[4])

@@ -1,4 +1,4 @@
-"""scripts/wic_probe.py: reading the WiC layout, the threshold fit, and a whole probe run."""
+"""scripts/wic.py: reading the WiC layout, the threshold fit, and a whole probe run."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-from spacy_elmo_lab import curve, similarity, wic
+from spacy_elmo_lab import curve, similarity_demo, wic
 
 
 def write_wic(root, split, rows):
@@ -97,17 +97,16 @@ def test_curve_takes_every_nth_snapshot_of_a_directory(tmp_path):
 
 
 def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, capsys):
-    demo = similarity
     senses = ["money", "money", "river", "river"]
     same_far = [np.array([1.0, 0.0]), np.array([0.6, 0.8]),  # money: cosine 0.6
                 np.array([0.0, 1.0]), np.array([0.0, 1.0])]  # river: 1.0
-    assert demo.separation(same_far, senses) == (pytest.approx(0.6), pytest.approx(0.8))
+    assert similarity_demo.separation(same_far, senses) == (pytest.approx(0.6), pytest.approx(0.8))
     apart = [np.array([1.0, 0.0]), np.array([1.0, 0.1]), np.array([0.0, 1.0]),
              np.array([0.1, 1.0])]
-    same_min, other_max = demo.separation(apart, senses)
+    same_min, other_max = similarity_demo.separation(apart, senses)
     assert same_min > other_max
     for lang, word in (("en", "'bank'"), ("zh", "'行'")):
-        demo.main(tiny_weights_dir, lang=lang)
+        similarity_demo.main(tiny_weights_dir, lang=lang)
         out = capsys.readouterr().out
         assert f"cosine similarity of {word}" in out
         assert "every same-sense pair closer than every other-sense pair?" in out
@@ -128,7 +127,7 @@ def test_missing_weights_are_one_line_not_a_traceback(tmp_path):
     write_wic(tmp_path / "wic", "train", ROWS)
     write_wic(tmp_path / "wic", "dev", ROWS[:2])
     for main, args in ((wic.main, [tmp_path / "gone", tmp_path / "wic"]),
-                       (similarity.main, [tmp_path / "gone"])):
+                       (similarity_demo.main, [tmp_path / "gone"])):
         code, output = _run(main, args)
         assert code == 1 and "[E001]" in output and "gone" in output, output
         assert "Traceback" not in output and len(output.strip().splitlines()) <= 3
@@ -147,16 +146,16 @@ def test_wic_probe_refuses_a_count_below_one(tmp_path, tiny_weights_dir, flag):
 def test_similarity_previews_end_at_a_word_boundary():
     """The quickstart demo cut its previews mid-word ("...at the ban")."""
     text = "I deposited the money at the bank on Monday ."
-    assert similarity.preview(text) == "I deposited the money at the..."
-    assert similarity.preview("The bank raised rates .") == "The bank raised rates ."
-    assert similarity.preview("我在银行存了一笔钱。" * 5, width=8) == "我在银行存了一笔..."
-    for _, sentence in similarity.DEMOS["en"][1]:
-        shown = similarity.preview(sentence)
+    assert similarity_demo.preview(text) == "I deposited the money at the..."
+    assert similarity_demo.preview("The bank raised rates .") == "The bank raised rates ."
+    assert similarity_demo.preview("我在银行存了一笔钱。" * 5, width=8) == "我在银行存了一笔..."
+    for _, sentence in similarity_demo.DEMOS["en"][1]:
+        shown = similarity_demo.preview(sentence)
         assert shown == sentence or sentence.startswith(shown[:-3] + " ")
     # around the demo's word, so that the compared word is seen
-    assert similarity.preview(text, word="bank") == "...money at the bank on Monday ."
-    chinese = similarity.preview("我在银行存了一笔钱。" * 5, width=8, word="钱")
+    assert similarity_demo.preview(text, word="bank") == "...money at the bank on Monday ."
+    chinese = similarity_demo.preview("我在银行存了一笔钱。" * 5, width=8, word="钱")
     assert chinese == "...存了一笔钱。我在..."
-    for lang, (word, sentences) in similarity.DEMOS.items():
+    for lang, (word, sentences) in similarity_demo.DEMOS.items():
         for _, sentence in sentences:
-            assert word in similarity.preview(sentence, word=word), (lang, sentence)
+            assert word in similarity_demo.preview(sentence, word=word), (lang, sentence)

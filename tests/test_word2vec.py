@@ -1,4 +1,4 @@
-"""scripts/train_word2vec.py: the text word2vec reads is the biLM's, token for token."""
+"""scripts/word2vec.py: the text word2vec reads is the biLM's, token for token."""
 
 import gzip
 import sys

@@ -1,13 +1,13 @@
 """Export a pretraining run as the package's bundled biLM for a language, with its model card.
 
-  python scripts/bundle_bilm.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
+  python scripts/bundle.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
       [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
       [--perplexity NAME=TEXT ...]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
 and metrics.jsonl: data, size, steps, tokens, training time, hardware, the dev perplexity
-curve; with --wic the WiC probe's accuracies (`scripts/wic_probe.py`), with --perplexity the
+curve; with --wic the WiC probe's accuracies (`scripts/wic.py`), with --perplexity the
 per-token and per-character perplexity on other held-out texts (e.g. news). The model is
 the run's checkpoint, or the snapshot given (whose dev.json holds the dev perplexity of
 exactly that step). A language gets its bundled default in `spacy_elmo/bilm/sources.py`
@@ -33,7 +33,7 @@ from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.export import export_model
 from spacy_elmo.pretrain.machine import describe_device
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
-from spacy_elmo.pretrain.rundir import read_metrics
+from spacy_elmo.pretrain.rundir import CONFIG_NAME, read_metrics
 
 from .wic import chosen, probe
 
@@ -148,7 +148,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
         shutil.copyfile(lm_dir / file_name, output / file_name)
     dev = rows_upto(rows, "dev", last["step"])
     bilm = load_bilm(output)
-    config = PretrainConfig.from_file(run / "config.json")
+    config = PretrainConfig.from_record(run / CONFIG_NAME)
     n_params = sum(p.numel() for p in bilm.parameters())
     o = bilm.options
     nan = float("nan")
@@ -202,7 +202,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
 
 The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
 Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
-`{config.output}`'s settings, then `scripts/bundle_bilm.py`).
+`{config.output}`'s settings, then `scripts/bundle.py`).
 
 | | |
 |---|---|

@@ -1,6 +1,6 @@
 """Evaluate every trained pipeline on the dev and test splits of its dataset.
 
-  python scripts/evaluate_all.py TRAINING_DIR CORPUS_DIR METRICS_DIR [--gpu-id N] [--only-new]
+  python scripts/evaluate.py TRAINING_DIR CORPUS_DIR METRICS_DIR [--gpu-id N] [--only-new]
 
 A run directory `training/<task>_<row>[_s<seed>]` (e.g. `ner_elmo_s0`, `sst5_cnn`) is
 evaluated on `corpus/<dataset>/{dev,test}.spacy` (the task's dataset, as
@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from .results import complete
-from .runner import evaluate_run
+from .run_table import evaluate_run
 from .table import TASK_DATASETS
 
 

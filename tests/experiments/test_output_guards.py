@@ -54,11 +54,11 @@ def _cases(tmp: Path):
         "holdout.py TRAIN_OUT": (holdout.main, [text, "OUT", tmp / "dev.txt"], text),
         "holdout.py DEV_OUT": (holdout.main, [text, tmp / "train.txt", "OUT"], text),
         "raw_text.py": (raw_text.main, [text, "OUT"], text),
-        "wic_probe.py --out": (wic.main, [tmp / "weights", wic_dir, "--out", "OUT"],
+        "wic.py --out": (wic.main, [tmp / "weights", wic_dir, "--out", "OUT"],
                                wic_dir / "dev" / "dev.data.txt"),
-        "wic_probe.py --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],
+        "wic.py --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],
                                 wic_dir / "train" / "train.gold.txt"),
-        "train_word2vec.py": (word2vec.main, ["OUT", text], text),
+        "word2vec.py": (word2vec.main, ["OUT", text], text),
         "probe_wsd.py": (probe_wsd.main, [text, tmp / "wsd", "--output", "OUT"], text),
         "probe_pos.py": (probe_pos.main, [tmp / "ud", "--weights", text, "--output", "OUT"],
                          text),
@@ -73,11 +73,11 @@ def _fill(args, out):
 # by design (they skip or redo their own records), with why
 NOT_FILE_OUTPUTS = {
     "run_table.py": "resumable training/ and metrics/ directories of its own cells",
-    "checkpoint_curve.py": "a resumable run directory (OUTPUT/<biLM>/done.json)",
+    "curve.py": "a resumable run directory (OUTPUT/<biLM>/done.json)",
     "bundled_history.py": "snapshots kept per commit, written atomically",
-    "bundle_bilm.py": "stages the bundle beside OUTPUT and swaps it in whole",
-    "compare.py": "regenerates OUTPUT_DIR/results.md and its figures",
-    "evaluate_all.py": "metrics/<run>.{dev,test}.json of each run, regenerated",
+    "bundle.py": "stages the bundle beside OUTPUT and swaps it in whole",
+    "results.py": "regenerates OUTPUT_DIR/results.md and its figures",
+    "evaluate.py": "metrics/<run>.{dev,test}.json of each run, regenerated",
     "similarity_demo.py": "writes nothing",
 }
 
@@ -126,7 +126,7 @@ def test_overwrite_replaces_an_existing_output(tmp_path, script):
 
 
 def test_word2vec_output_dir_that_is_its_input_file_is_one_line_not_file_exists(tmp_path):
-    """Issue 31: `scripts/train_word2vec.py IN IN` died with a bare FileExistsError."""
+    """Issue 31: `scripts/word2vec.py IN IN` died with a bare FileExistsError."""
     text = tmp_path / "in.txt"
     text.write_text("a b c\n", encoding="utf-8")
     code, output = _invoke(word2vec.main, [text, text])

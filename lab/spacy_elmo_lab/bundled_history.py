@@ -6,7 +6,7 @@ Each commit that changed MODEL/weights.hdf5 gives OUTPUT/step_<step>/ with that 
 `options.json`, `weights.hdf5` and model card (`README.md`), and a `dev.json` with the
 pretraining step, tokens and dev perplexity that the card states, and the commit: the
 directory layout of `spacy-elmo pretrain --snapshot-every` snapshots, so that
-`scripts/checkpoint_curve.py ... OUTPUT` trains one downstream run per bundled biLM. This is
+`scripts/curve.py ... OUTPUT` trains one downstream run per bundled biLM. This is
 how the perplexity-vs-F1 curve is made where a pretraining run's own snapshots are gone (they
 are not committed; the bundled biLMs are). Needs a git checkout of the project (a clone, not
 an installed package). A snapshot already extracted from the same commit is kept.
@@ -26,7 +26,7 @@ from spacy_elmo.files import atomic_write, read_json_object, write_json
 
 # besides the model card, README.md
 FILES = ("options.json", "weights.hdf5")
-# the model card's rows, as scripts/bundle_bilm.py writes them (with or without thousands
+# the model card's rows, as scripts/bundle.py writes them (with or without thousands
 # separators): "| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens; ..." and
 # "| dev perplexity | 136.6 at step 12500 (mean of ..." or "| dev perplexity | 298.0 (mean ..."
 STEPS = re.compile(r"^\| training \| ([\d,]+) steps\b.*?([\d.]+)M tokens", re.MULTILINE)
