@@ -1,6 +1,5 @@
 """The one place checksums are computed: SHA-256 over what the project saves, so that damage
-to a file is found when it is read back. Each function gives what files written before it
-existed carry (old files still verify)."""
+to a file is found when it is read back (and a served biLM is known by its weights)."""
 
 from __future__ import annotations
 
@@ -71,7 +70,7 @@ def _leaf(digest: Any, value: Any) -> None:
 
 def tensors_sha256(data: Any) -> str:
     """Over every tensor in `data` (dicts, lists), with its place, dtype and shape; other
-    values are not included (the `tensors_sha256` of checkpoints of earlier versions)."""
+    values are not included (a served biLM's `checksum`)."""
     digest = hashlib.sha256()
 
     def walk(value: Any, where: str) -> None:

@@ -323,10 +323,9 @@ class Errors(metaclass=Catalogue):
     E129 = ("Cannot resume the run in '{path}' with max_steps {given}: it is already at step "
             "{step}. Pass a larger --max-steps to train on; to use the run as it is, export "
             "it: spacy-elmo export {path} OUT. Nothing was changed.")
-    E130 = ("{first} and {second} both set {what}: give one of them.")
     E131 = ("Could not read the pretraining config '{path}': {err}. A config is a .cfg file "
             "with sections ([paths], [corpus], [model], ...; `spacy-elmo "
-            "init-pretrain-config` writes one) or a JSON object of settings.")
+            "init-pretrain-config` writes one).")
     E132 = "{flag} needs a value (e.g. {flag} 10, or {flag}=10)."
     E140 = ("Training stopped at step {step}: the loss is {loss}, not a finite number; the "
             "weights may be too. {kept} Nothing with non-finite weights was written. Lower "
@@ -377,8 +376,8 @@ class Errors(metaclass=Catalogue):
             "vocabulary in its checkpoint ({n} words), and this file lists others. Drop "
             "--vocab to resume, or start a new run (another --output) with this vocabulary.")
     E169 = ("'{path}' is not a name `spacy-elmo pretrain` reads as a config: it reads a "
-            "config file by its .cfg (or .json) name, and init-pretrain-config writes the "
-            ".cfg layout. Name it e.g. '{suggestion}'.")
+            "config file by its .cfg name (a .json one is refused), and init-pretrain-config "
+            "writes the .cfg layout. Name it e.g. '{suggestion}'.")
     E170 = ("Cannot lock '{path}' to write into it ('{lock}': {err}): {fix}. Reading it "
             "(info, perplexity, export into another directory) needs no lock.")
     E171 = ("{what} need about {need} of memory, more than the {have} available ({detail}): "
@@ -464,6 +463,26 @@ class Errors(metaclass=Catalogue):
             "SPACY_ELMO_ALLOW_EMULATED_BF16=1.")
     E231 = ("Unknown training precision '{precision}'; choose one of: {known} (int8 serves "
             "inference only).")
+    # 1.0 pretraining formats (E250-E259, W045-W046)
+    E250 = ("'{path}' names a JSON file, but pretraining configs are .cfg files (JSON configs "
+            "were read by spacy-elmo 0.1 only). Write its settings in a .cfg: `spacy-elmo "
+            "init-pretrain-config NEW.cfg` writes every setting under its section, to give "
+            "each JSON key its value there (docs/pretrain_settings.md names each key's "
+            "section; `options` is the section [model.options]); with spacy-elmo 0.1, "
+            "`spacy-elmo pretrain --config {path} --dry-run > NEW.cfg` writes it for you. A "
+            "run's own config.json is its record, not a config: `spacy-elmo pretrain --output "
+            "RUN --resume` continues the run with it (add --dry-run to see it as a .cfg).")
+    E251 = ("'{path}' is a checkpoint of spacy-elmo 0.1 ({found}, not the checksum over its "
+            "whole content that checkpoints carry from then on), which this version does not "
+            "read. Continue from the run's export as a new run: `spacy-elmo pretrain "
+            "CONFIG.cfg TEXT... --output NEW --init-weights {run}/model` (or a snapshot, "
+            "{run}/snapshots/step_N), which keeps its weights, softmax and vocabulary (not "
+            "its optimizer state: give it the steps left). A run without an export: export "
+            "it with spacy-elmo 0.1 (`spacy-elmo export {run} OUT`) first, or start it "
+            "over.")
+    E252 = ("{flag} is gone (spacy-elmo 0.1 took the config file so): give the config file as "
+            "the first argument, `spacy-elmo pretrain CONFIG.cfg [TEXT]... [--section.key "
+            "VALUE]...`.")
     # 1.0 pipeline formats (E260-E269, W047-W048)
     E260 = ("'{path}' holds a biLM saved without a checksum of its tensors: it was saved by "
             "spacy-elmo before 1.0, whose pipelines 1.0 does not load. Build the pipeline "
@@ -516,8 +535,6 @@ class Warnings(metaclass=Catalogue):
     W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
             "missing from it until writing works again; training goes on, and checkpoints "
             "report their own write errors.")
-    W015 = ("--device is deprecated: use --gpu-id N (a CUDA device; -1 for the CPU), as "
-            "spaCy and `spacy-elmo embed` do, or --system.device {value}.")
     W017 = ("The lock '{lock}' was left by {holder}, which ended without releasing it "
             "(killed, or the machine went down): taking it over.")
     W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "

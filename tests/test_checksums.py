@@ -1,11 +1,15 @@
-"""The one checksum helper gives what files written before it carry: old files verify."""
+"""The one checksum helper gives the digests the helpers it replaced gave; a checkpoint of
+spacy-elmo 0.1, with a checksum over its tensors only, is refused (E251)."""
 
 import hashlib
 from pathlib import Path
 
+import pytest
 import torch
 
 from spacy_elmo.checksums import bytes_sha256, content_sha256, tensors_sha256
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.checkpoint import load_checkpoint
 
 COMPAT_CHECKPOINT = (Path(__file__).parent / "fixtures" / "compat" / "pretrain" / "run"
                      / "checkpoint.pt")
@@ -33,8 +37,9 @@ def test_checksums_are_those_of_the_earlier_helpers():
     assert tensors_sha256(data) == tensors_sha256(sample())
 
 
-def test_a_checkpoint_of_an_earlier_version_still_verifies():
+def test_a_checkpoint_of_0_1_is_refused_not_verified():
     raw = torch.load(COMPAT_CHECKPOINT, map_location="cpu", weights_only=True)
-    assert raw["tensors_sha256"] == tensors_sha256(raw)
-    raw["model"][next(iter(raw["model"]))].view(-1)[0] += 1.0
-    assert raw["tensors_sha256"] != tensors_sha256(raw)
+    assert "content_sha256" not in raw and raw["tensors_sha256"] == tensors_sha256(raw)
+    with pytest.raises(ElmoError, match=r"\[E251\] .* \(a checksum over its tensors only, "
+                                        r"not the checksum over its whole content"):
+        load_checkpoint(COMPAT_CHECKPOINT)

@@ -106,17 +106,28 @@ def test_every_pretraining_setting_has_a_rule():
     ({"options": {"cell_clip": "3"}}, r"cell_clip \(lstm.cell_clip\) must be a positive number"),
 ])
 def test_pretraining_config_file_types(tmp_path, changes, message):
-    path = tmp_path / "cfg.json"
-    path.write_text(json.dumps({"train": ["corpus.txt"], **changes}))
+    values = {"train": ["corpus.txt"], **changes}
+    sections = {}
+    for item in declared(PretrainConfig):
+        if item.name in values:
+            sections.setdefault(item.section, []).append(
+                f"{item.name} = {json.dumps(values[item.name])}")
+    path = tmp_path / "p.cfg"
+    path.write_text("".join(f"[{name}]\n" + "\n".join(lines) + "\n\n"
+                            for name, lines in sections.items()))
     with pytest.raises(ElmoError, match=message):
         PretrainConfig.from_file(path)
+    record = tmp_path / "config.json"  # a run's record of its settings: the same rules
+    record.write_text(json.dumps(values))
+    with pytest.raises(ElmoError, match=message):
+        PretrainConfig.from_record(record)
 
 
-def test_config_file_that_is_not_an_object(tmp_path):
-    path = tmp_path / "cfg.json"
+def test_a_run_record_that_is_not_an_object(tmp_path):
+    path = tmp_path / "config.json"
     path.write_text("[1, 2]")
     with pytest.raises(ElmoError, match="the top level is not an object"):
-        PretrainConfig.from_file(path)
+        PretrainConfig.from_record(path)
 
 
 @pytest.mark.parametrize("options,message", [

@@ -1,138 +1,138 @@
-"""`spacy-elmo export` and `spacy-elmo perplexity` (`pretrain` is in pretrain_cmd.py)."""
+"""`spacy-elmo pretrain` (a config file with `--section.key` overrides, as `spacy train`
+takes, plus the shortcut flags of each setting) and `spacy-elmo init-pretrain-config`."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 import typer
 from wasabi import msg
 
-from ..errors import ElmoError, Errors
-from ..files import STDOUT, check_writable_path, guard_output, write_json
-from ..validation import check_all, integer, regex, thread_count
+from ..errors import ElmoError, Errors, Warnings, warn
+from ..files import STDOUT, Terminated, guard_output, write_text
+from ..pretrain import settings
+from ..pretrain.config import CONFIG_SUFFIXES, PretrainConfig, default_settings
+from ..pretrain.stopping import Aborted
 from .common import app, fail
 
 
-@app.command("export")
-def export_cli(
-    checkpoint: Path = typer.Argument(..., help="A run directory or its checkpoint.pt"),
-    output: Path = typer.Argument(..., help="Directory for options.json + weights.hdf5"),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace a model already in OUTPUT"),
+def _escape(text: str) -> str:
+    """Text for typer's help, which reads [...] as rich markup when rich is installed."""
+    try:
+        from rich.markup import escape
+    except ImportError:  # plain click help
+        return text
+    return escape(text)
+
+
+EPILOG = _escape(
+    "Settings: in CONFIG, key = value under [section]; on the command line, --section.key "
+    "VALUE (VALUE read as JSON, else as text) or the shortcut flag in parentheses. Each "
+    "shows its default.\n\n\b\n" + "\n".join(settings.help_lines(PretrainConfig)))
+
+
+@app.command("pretrain", epilog=EPILOG,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def pretrain_cli(
+    args: Optional[List[str]] = typer.Argument(
+        None, metavar="CONFIG TEXT --section.key VALUE",
+        help="A .cfg config file, then training text (files, globs or directories; they "
+             "replace the config's train), then settings to override"),
+    gpu_id: Optional[int] = typer.Option(
+        None, "--gpu-id",
+        help="CUDA device to train on (-1: the CPU; default: the config's device, auto = a "
+             "GPU if there is one)"),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --output (start one if there is none)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --output"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check the settings, print them as a .cfg file and exit"),
 ) -> None:
-    """Export a pretraining checkpoint: options.json + weights.hdf5 (bilm-tf layout),
-    vocab.txt, and the softmax in softmax.hdf5. OUTPUT is written whole: a model there is
-    kept until the new one is complete; other files in OUTPUT are refused."""
-    from ..pretrain.export import export
+    """Pretrain (or domain-adapt) a biLM on raw text. Resumable; runs under torchrun.
+
+    spacy-elmo pretrain CONFIG.cfg [TEXT]... [--section.key VALUE]...: the settings of a
+    config file (`spacy-elmo init-pretrain-config` writes one), overridden on the command
+    line. Without a config file, the defaults: spacy-elmo pretrain TEXT... --output RUN
+    --max-steps N. Continue a run: spacy-elmo pretrain --output RUN --resume (its own
+    config.json; a larger --max-steps trains on)."""
+    from ..pretrain.config import read_command_line
+    from ..pretrain.rundir import command_settings, resumable
+    from ..pretrain.trainer import train as run_training
 
     try:
-        if str(output) == STDOUT:  # a model is a directory: it cannot stream
-            raise ElmoError(Errors.E070.format(what="an export"))
-        paths = export(checkpoint, output, overwrite=overwrite)
+        path, overrides = read_command_line(args or [])
+        if gpu_id is not None:
+            overrides.append(("system.device", "cpu" if gpu_id < 0 else f"cuda:{gpu_id}",
+                              "--gpu-id"))
+        cfg = command_settings(path, overrides, resume=resume)
+        if dry_run:
+            typer.echo(cfg.to_cfg())
+            return
+        if not cfg.train:
+            raise ElmoError(Errors.E113)
+        if resume and overwrite:
+            raise ElmoError(Errors.E121.format(path=cfg.output))
+        if resume and not resumable(Path(cfg.output)):
+            msg.info(f"No checkpoint in {cfg.output} yet: starting the run.")
+            resume = False
+        result = run_training(cfg, resume=resume, overwrite=overwrite)
     except ElmoError as err:
         fail(str(err))
-    msg.good(f"Exported to {output}", "\n".join(str(p) for p in paths.values()))
+    except Aborted as err:  # a second signal during the stop
+        fail(Errors.E172.format(signal=signal.Signals(err.signum).name,
+                                output=cfg.output), code=128 + err.signum)
+    except KeyboardInterrupt:  # before the training loop, which turns it into a stop
+        fail(Errors.E120.format(signal="Ctrl-C (SIGINT)"), code=130)
+    except Terminated as err:
+        fail(Errors.E120.format(signal=signal.Signals(err.signum).name), code=128 + err.signum)
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    if result.stopped:
+        # not finished: a non-zero status, as the shell gives a process the signal killed
+        signum = result.signum or signal.SIGTERM
+        if main_rank:
+            warn(Warnings.W011.format(signal=signal.Signals(signum).name, step=result.step,
+                                      output=cfg.output))
+        raise typer.Exit(128 + signum)
+    if main_rank and result.trained == 0:
+        msg.good(f"Already at step {result.step} (max_steps): nothing to train; model "
+                 f"exported again to {cfg.output}/model")
+    elif main_rank:
+        msg.good(f"Trained {result.trained} step(s), to step {result.step}; model exported "
+                 f"to {cfg.output}/model")
 
 
-@app.command("perplexity")
-def perplexity_cli(
-    model: str = typer.Argument(
-        ..., help="An export (or snapshot) with softmax.hdf5 + vocab.txt, or a finished "
-                  "pretraining run (its model/)"),
-    text: List[str] = typer.Argument(..., help="Text files (.txt, .gz, .xz), globs or directories"),
-    lang: Optional[str] = typer.Option(
-        None, "--lang", help="spaCy language for tokenization (default: the run's, else "
-                             "whitespace)"),
-    segmenter: Optional[str] = typer.Option(
-        None, "--segmenter", help="Chinese word segmentation (default: the run's)"),
-    skip_pattern: Optional[str] = typer.Option(
-        None, "--skip-pattern", help="Skip lines matching this regex (default: the run's)"),
-    max_tokens: Optional[int] = typer.Option(
-        None, "--max-tokens",
-        help="Read exactly this many tokens of the text (the last sentence cut there)"),
-    rows: Optional[int] = typer.Option(
-        None, "--rows",
-        help="Parallel streams (default: the run's batch size, as its dev evaluation; 64 "
-             "for a model that is not in a run directory)"),
-    window: Optional[int] = typer.Option(
-        None, "--window", help="Tokens per window (default: the run's, else 20)"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads"),
-    output: Optional[Path] = typer.Option(None, "--output",
-                                          help="Also write the figures to this JSON file"),
-    overwrite: bool = typer.Option(False, "--overwrite",
-                                   help="Replace the --output file if it exists"),
+@app.command("init-pretrain-config")
+def init_pretrain_config_cli(
+    output: str = typer.Argument(..., help=(
+        "The .cfg file to write ('.cfg' is added to a name without it; '-': standard "
+        "output)")),
+    preset: Optional[str] = typer.Option(
+        None, "--preset",
+        help="Model size: tiny, small, medium or original (default: null, which is tiny for "
+             "a new biLM and the weights' shape with init_weights)"),
+    lang: Optional[str] = typer.Option(None, "--lang",
+                                       help="spaCy language of the text ('en', 'zh', ...)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT if it exists"),
 ) -> None:
-    """Full-softmax perplexity of an exported biLM language model on text: how well a biLM
-    fits your domain, before and after domain adaptation. For a model in a pretraining run
-    (RUN, RUN/model, RUN/snapshots/step_N) the settings not given are the run's, so that
-    the run's dev text gives the figure in its metrics.jsonl."""
-    import torch
+    """Write a pretraining config with every setting at its default.
 
-    from ..pretrain.corpus import TextSettings, resolve_files
-    from ..pretrain.perplexity import (
-        load_lm,
-        model_of_run,
-        run_of,
-        run_settings,
-        text_perplexity,
-    )
-
+    As `spacy init config` does for training: edit it, then `spacy-elmo pretrain CONFIG`."""
     try:
-        if STDOUT in text:  # the same '-' that means standard input elsewhere
-            raise ElmoError(Errors.E145)
-        sizes = {"--rows": rows, "--window": window}  # None: the run's, or the default
-        check_all({k: v for k, v in sizes.items() if v is not None},
-                  {"--rows": integer(1), "--window": integer(1)}, Errors.E020)
-        check_all({"--max-tokens": max_tokens, "--threads": threads},
-                  {"--max-tokens": integer(1, optional=True),
-                   "--threads": thread_count(optional=True)}, Errors.E020)
-        check_all({"--skip-pattern": skip_pattern}, {"--skip-pattern": regex(optional=True)},
-                  Errors.E020)
-        if output is not None:  # a path that can never be written: before anything else
-            check_writable_path(output, "a file name for --output")
-        given = Path(model)
-        model = model_of_run(model)
-        files = resolve_files(text, what="perplexity")
-        if output is not None:
-            source = Path(model)
-            guard_output(output, inputs=[given, source if source.is_dir() else source.parent,
-                                         *files], overwrite=overwrite, what="--output")
-        run = run_of(model)
-        found = run_settings(run)
-        reading: Dict[str, Any] = {k: found[k] for k in ("split_sentences",
-                                                         "max_sentence_tokens") if k in found}
-        same_lang = lang is None or lang == found.get("lang")  # the run's segmenter fits
-        settings = TextSettings(
-            lang=lang or found.get("lang", "whitespace"),
-            segmenter=segmenter if segmenter is not None or not same_lang
-            else found.get("segmenter"),
-            skip_pattern=skip_pattern if skip_pattern is not None else found.get("skip_pattern"),
-            **reading)
-        rows = rows or found.get("batch_size", 64)
-        window = window or found.get("window", 20)
-        if run is not None:
-            msg.info(f"Settings not given are those of the run '{run}': rows {rows}, "
-                     f"window {window}, lang {settings.lang}")
-        if threads:
-            torch.set_num_threads(threads)
-        lm, vocab = load_lm(model)
-        result = text_perplexity(lm, vocab, files, settings, rows=rows, window=window,
-                                 max_tokens=max_tokens)
+        if output != STDOUT and not output.endswith(".cfg"):
+            if output.endswith(CONFIG_SUFFIXES):  # a .json name for .cfg text: never read
+                guard_output(output, overwrite=True)  # a run's or a model's file: said so
+                raise ElmoError(Errors.E169.format(path=output, suggestion=str(
+                    Path(output).with_suffix(".cfg"))))
+            output += ".cfg"  # as pretrain tells a config from training text by its name
+        path = guard_output(output, overwrite=overwrite, what="the config", stdout_ok=True)
+        text = default_settings(preset_name=preset, lang=lang).to_cfg()
+        if path is None:
+            typer.echo(text, nl=False)
+            return
+        write_text(path, text)
     except ElmoError as err:
         fail(str(err))
-    msg.table({"forward": f"{result['dev_ppl_fwd']:.2f}",
-               "backward": f"{result['dev_ppl_bwd']:.2f}",
-               "mean": f"{result['dev_ppl']:.2f}",
-               "mean per character": f"{result['ppl_per_char']:.2f}",
-               "tokens": result["tokens"],
-               "predicted (tokens + sentence ends)": result["dev_tokens"]},
-              title=f"Perplexity of {model}")
-    if output is not None:
-        try:
-            write_json(output, {"model": model, "text": text, "rows": rows, "window": window,
-                                "lang": settings.lang, **result})
-        except ElmoError as err:
-            fail(str(err))
-        except OSError as err:
-            fail(Errors.E009.format(path=output, err=err))
+    msg.good(f"Wrote {path}", f"Run it with: spacy-elmo pretrain {path} TEXT...")

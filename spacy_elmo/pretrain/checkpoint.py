@@ -1,5 +1,5 @@
-"""Training checkpoints: written atomically and complete, checksummed, and read back in
-today's layout whichever version wrote them."""
+"""Training checkpoints: written atomically and complete, with a checksum over their whole
+content that loading checks. Checkpoints of spacy-elmo 0.1 that lack it are refused (E251)."""
 
 from __future__ import annotations
 
@@ -16,20 +16,16 @@ from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
 from ..bilm.weights import is_hdf5
 from ..checksums import content_sha256 as content_checksum
-from ..checksums import tensors_sha256 as tensors_checksum
 from ..errors import ElmoError, Errors, first_line
 from ..files import RUN_CHECKPOINT, PathLike, atomic_write
 
 CHECKPOINT_NAME = RUN_CHECKPOINT
 FORMAT = "spacy-elmo-pretrain/1"
-# The checksum over the whole content (tensors and everything else) that checkpoints carry;
-# those of earlier versions carry one over their tensors only, which is checked instead
-# (both computed by spacy_elmo.checksums).
+# The checksum over the whole content (tensors and everything else) that checkpoints carry
+# (computed by spacy_elmo.checksums); some of spacy-elmo 0.1 carried one over their tensors
+# only (under this key), the first ones none.
 CHECKSUM = "content_sha256"
-TENSORS_CHECKSUM = "tensors_sha256"
-# Settings that checkpoints recorded only from a later version on, with the value an earlier
-# run had: before the shuffle buffer existed, runs read their files in order.
-IMPLIED_SETTINGS = {"shuffle_buffer": 0}
+OLD_CHECKSUM = "tensors_sha256"
 
 
 def save_checkpoint(path: Path, payload: Dict[str, Any]) -> None:
@@ -54,8 +50,7 @@ def checkpoint_path(path: PathLike) -> Path:
 
 def load_checkpoint(path: PathLike) -> Dict[str, Any]:
     """A checkpoint's contents (tensors only, no code: torch's weights_only loading),
-    checked against its checksum: over the whole content, or over the tensors for
-    checkpoints of earlier versions (those written before checksums load unchecked)."""
+    checked against its checksum (E119); one of spacy-elmo 0.1 without it is E251."""
     path = checkpoint_path(path)
     if not path.exists():
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
@@ -63,33 +58,21 @@ def load_checkpoint(path: PathLike) -> Dict[str, Any]:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a corrupt or foreign file
         raise _unreadable(path, err) from None
+    foreign = ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
     if not isinstance(data, dict):
-        raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
-    if not _checksum_matches(data):  # before the format, which damage can change too
+        raise foreign
+    if CHECKSUM not in data:
+        if data.get("format") != FORMAT:
+            raise foreign
+        damage = _damage(path, None)  # a flipped bit in the checksum's own name, not 0.1
+        if damage is not None:
+            raise ElmoError(Errors.E125.format(path=path, err=damage))
+        found = "a checksum over its tensors only" if OLD_CHECKSUM in data else "no checksum"
+        raise ElmoError(Errors.E251.format(path=path, found=found, run=path.parent))
+    if data[CHECKSUM] != content_checksum(data):  # before the format, which damage can change
         raise ElmoError(Errors.E119.format(path=path))
     if data.get("format") != FORMAT:
-        raise ElmoError(Errors.E108.format(path=path, err="no spacy-elmo pretraining format"))
-    return upgrade(data)
-
-
-def _checksum_matches(data: Dict[str, Any]) -> bool:
-    """Whether a loaded checkpoint matches the checksum it carries (True without one)."""
-    if CHECKSUM in data:
-        return bool(data[CHECKSUM] == content_checksum(data))
-    if TENSORS_CHECKSUM in data:
-        return bool(data[TENSORS_CHECKSUM] == tensors_checksum(data))
-    return True
-
-
-def upgrade(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A checkpoint in today's layout, whichever version wrote it (in place). `implied`:
-    the settings the run had without recording them, which a resumed run takes over."""
-    implied = {k: v for k, v in IMPLIED_SETTINGS.items() if k not in data["frozen"]}
-    data["frozen"].update(implied)
-    data["implied"] = implied
-    data.setdefault("cpu_elapsed", 0.0)  # CPU time was counted from a later version on
-    for rank in data["ranks"]:
-        rank.setdefault("cuda_rng", None)
+        raise foreign
     return data
 
 
@@ -112,23 +95,25 @@ def _unreadable(path: Path, err: Exception) -> ElmoError:
     return ElmoError(Errors.E108.format(path=path, err=first_line(err)[:300]))
 
 
-def _damage(path: Path, err: Exception) -> Optional[str]:
+def _damage(path: Path, err: Optional[Exception]) -> Optional[str]:
     """What is wrong with an archive that torch.save wrote (it holds a `data.pkl`) but torch
-    cannot load: unreadable, bytes that do not match their CRC-32, or a structure torch
-    refuses. None for other files, and for an intact archive whose pickle torch rejected:
-    that pickle is as written, and really holds foreign objects."""
+    cannot load (`err`; None: that torch loaded): unreadable, bytes that do not match their
+    CRC-32, or a structure torch refuses. None for other files, and for an intact archive
+    whose pickle torch rejected: that pickle is as written, and really holds foreign
+    objects."""
     try:
         with zipfile.ZipFile(path) as archive:
             if not any(n.split("/")[-1] == "data.pkl" for n in archive.namelist()):
                 return None
             bad = archive.testzip()
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as zip_err:
+    except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile,
+            zlib.error) as zip_err:  # NotImplementedError: a compression method changed
         if not _torch_archive_head(path):
             return None
         return f"its archive cannot be read, e.g. the file was cut short: {zip_err}"
     if bad is not None:
         return f"the bytes of '{bad}' in it do not match the CRC-32 written with them"
-    if _foreign_pickle(err):
+    if err is None or _foreign_pickle(err):
         return None
     return "torch cannot read its archive: " + first_line(err).split(". ")[0][:200]
 

@@ -1,5 +1,5 @@
 """Pretraining settings, each declared once below (section, default, rule, help), read from a
-`.cfg` file (or a JSON one, as before) and overridden from the command line."""
+`.cfg` file (or a run's own record of them) and overridden from the command line."""
 
 from __future__ import annotations
 
@@ -28,13 +28,16 @@ from ..validation import (
 )
 from . import settings
 from .corpus import TextSettings
-from .settings import setting
+from .settings import Override, setting
 
 TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
 DEFAULT_PRESET = "tiny"
 OPTIMIZERS = ("adagrad", "adam", "lazyadam")
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 LSTM_BACKWARDS = ("fused", "autograd")
+# The names a command line's first argument is taken as the config file by (a .json one is
+# refused, E250: JSON configs were spacy-elmo 0.1's)
+CONFIG_SUFFIXES = (".cfg", ".json")
 
 
 @dataclass
@@ -168,35 +171,41 @@ class PretrainConfig:
 
     @classmethod
     def from_file(cls, path: Union[str, Path], **overrides: Any) -> PretrainConfig:
-        """Settings from a `.cfg` or JSON file; non-None `overrides` (by attribute name, as
+        """Settings from a `.cfg` file; non-None `overrides` (by attribute name, as
         command-line flags) win."""
-        return cls.load(path, [(settings.by_name(cls)[k].path, v)
-                               for k, v in overrides.items() if v is not None])
+        paths = {k: settings.by_name(cls)[k].path for k in overrides}
+        return cls.load(path, [(paths[k], v, f"--{paths[k]}") for k, v in overrides.items()
+                               if v is not None])
 
     @classmethod
-    def load(cls, path: Optional[Union[str, Path]],
-             overrides: Sequence[Tuple[str, Any]] = (), *, flags: Sequence[str] = ()
+    def load(cls, path: Optional[Union[str, Path]], overrides: Sequence[Override] = ()
              ) -> PretrainConfig:
-        """The defaults, then the file (`.cfg` sections, or the flat keys of a JSON config or
-        a run's config.json), then `overrides` (`section.key`, value) in order, then
-        `${...}` interpolation. `flags`: how each override was written, for errors."""
-        source = str(path) if path is not None else "<defaults>"
+        """The defaults, then the `.cfg` file's sections, then `overrides` (`section.key`,
+        value, the flag as written, for errors) in order, then `${...}` interpolation. A
+        JSON file is refused (E250)."""
         if path is None:
-            nested: Dict[str, Any] = {}
-        elif Path(path).suffix == ".cfg":
-            nested = settings.read_cfg(Path(path))
-            settings.flatten(cls, nested, source)  # unknown keys, before any override
-        else:
-            data = read_json_object(Path(path), "a JSON config")
-            known = [item.name for item in settings.declared(cls)]
-            unknown = sorted(set(data) - set(known))
-            if unknown:
-                raise ElmoError(Errors.E111.format(path=path, keys=unknown, known=known))
-            nested = settings.nest(cls, data)
-        for i, (key, value) in enumerate(overrides):
-            flag = flags[i] if i < len(flags) else f"--{key}"
+            return cls._resolve({}, "<defaults>", overrides)
+        if Path(path).suffix == ".json":
+            raise ElmoError(Errors.E250.format(path=path))
+        nested = settings.read_cfg(Path(path))
+        settings.flatten(cls, nested, str(path))  # unknown keys, before any override
+        return cls._resolve(nested, str(path), overrides, interpolate=True)
+
+    @classmethod
+    def from_record(cls, path: Union[str, Path], overrides: Sequence[Override] = ()
+                    ) -> PretrainConfig:
+        """The settings a run recorded in its config.json (written by the trainer, flat as
+        `to_dict` gives them, JSON as the run's other records), then `overrides`: what
+        `pretrain --resume` continues with when no config file is given."""
+        data = read_json_object(Path(path), "a pretraining run's config.json")
+        return cls._resolve(settings.nest(cls, data, str(path)), str(path), overrides)
+
+    @classmethod
+    def _resolve(cls, nested: Dict[str, Any], source: str, overrides: Sequence[Override],
+                 *, interpolate: bool = False) -> PretrainConfig:
+        for key, value, flag in overrides:
             settings.set_path(cls, nested, key, value, flag)
-        if path is not None and Path(path).suffix == ".cfg":
+        if interpolate:
             nested = settings.interpolate(nested, source)
         return cls(**settings.flatten(cls, nested, source))
 
@@ -248,6 +257,27 @@ class PretrainConfig:
 FROZEN_KEYS = tuple(s.name for s in settings.declared(PretrainConfig) if s.frozen)
 
 
+def read_command_line(args: Sequence[str]) -> Tuple[Optional[Path], List[Override]]:
+    """`spacy-elmo pretrain`'s arguments: the config file (a first positional argument named
+    .cfg, or .json to refuse it; not a directory) and the overrides in order
+    (`settings.parse_command_line`), the other positionals (TEXT) first in paths.train."""
+    gone = next((a for a in args if a.partition("=")[0] in ("--config", "-c")), None)
+    if gone is not None:
+        raise ElmoError(Errors.E252.format(flag=gone.partition("=")[0]))
+    positionals, overrides = settings.parse_command_line(PretrainConfig, args)
+    path: Optional[Path] = None
+    if positionals and positionals[0].endswith(CONFIG_SUFFIXES) and not Path(
+            positionals[0]).is_dir():  # a config file, even a missing one (then its error)
+        path = Path(positionals.pop(0))
+    if positionals:  # TEXT: training text, before any given with --train
+        train = next((value for key, value, _ in overrides if key == "paths.train"), None)
+        if train is None:
+            overrides.append(("paths.train", positionals, "TEXT"))
+        else:
+            train[:0] = positionals
+    return path, overrides
+
+
 def settings_table() -> str:
     """docs/pretrain_settings.md: every pretraining setting."""
     return settings.markdown_table(PretrainConfig, [
@@ -260,8 +290,8 @@ def settings_table() -> str:
         "Each setting lives in a section of the pretraining config "
         "(`spacy-elmo pretrain CONFIG.cfg`; `spacy-elmo init-pretrain-config` writes one) "
         "and can be overridden on the command line as `--section.key VALUE` or with its "
-        "shortcut flag. JSON configs (flat keys, the setting names) keep working. Settings "
-        "marked \"Kept on resume\" must stay the same when a run is resumed."])
+        "shortcut flag. Settings marked \"Kept on resume\" must stay the same when a run is "
+        "resumed."])
 
 
 def default_settings(*, preset_name: Optional[str] = None, lang: Optional[str] = None

@@ -1,9 +1,10 @@
 """Full-softmax perplexity of a biLM language model on text: during pretraining (dev) and
-for any export that carries its softmax (`spacy-elmo perplexity`)."""
+for any export that carries its softmax (`spacy-elmo perplexity`: `PerplexityJob`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -14,21 +15,20 @@ from ..bilm.lstm import LSTMState
 from ..bilm.sources import locate
 from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
-from ..files import read_json_object
-from ..validation import check_all, integer
+from ..files import STDOUT, check_writable_path, guard_output, write_json
+from ..validation import check_all, integer, regex, thread_count
 from .batches import BatchMaker, dev_batches
 from .checkpoint import CHECKPOINT_NAME
-from .corpus import TextSettings, iter_sentences, warn_undecodable
+from .config import PretrainConfig
+from .corpus import TextSettings, iter_sentences, resolve_files, warn_undecodable
 from .export import SNAPSHOT_DIR, SOFTMAX_NAME, read_softmax
 from .rundir import CONFIG_NAME, MODEL_DIR
 from .stopping import stop_point
 from .vocab import VOCAB_NAME, Vocab
 
-# What `spacy-elmo perplexity` takes from the run a model comes from, when it is not given:
-# the run's batching (its dev evaluation's) and reading settings, with its own defaults.
-RUN_SETTINGS = {"batch_size": 128, "window": 20, **{
-    key: getattr(TextSettings(), key) for key in ("lang", "segmenter", "split_sentences",
-                                                   "max_sentence_tokens", "skip_pattern")}}
+# How `spacy-elmo perplexity` batches the text of a model that is in no run
+DEFAULT_ROWS = 64
+DEFAULT_WINDOW = 20
 
 
 def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
@@ -100,16 +100,29 @@ def run_of(model: str) -> Optional[Path]:
     return None
 
 
-def run_settings(run: Optional[Path]) -> Dict[str, Any]:
-    """The batching and reading settings (`RUN_SETTINGS`' keys) of a run's config.json
-    ({} without a run, or with a config.json that cannot be read)."""
+def run_settings(run: Optional[Path]) -> Optional[PretrainConfig]:
+    """The settings a run recorded (None without a run, or when its config.json cannot be
+    read)."""
     if run is None:
-        return {}
+        return None
     try:
-        config = read_json_object(run / CONFIG_NAME, "a pretraining run's config.json")
+        return PretrainConfig.from_record(run / CONFIG_NAME)
     except ElmoError:
-        return {}
-    return {key: config.get(key, default) for key, default in RUN_SETTINGS.items()}
+        return None
+
+
+def reading_of(run: Optional[PretrainConfig], *, lang: Optional[str] = None,
+               segmenter: Optional[str] = None, skip_pattern: Optional[str] = None
+               ) -> TextSettings:
+    """How to read text for a model: as the run it comes from read its text (whitespace
+    tokens for a model in no run), with the settings given instead; the run's segmenter
+    goes with the run's language only."""
+    base = run.text_settings() if run is not None else TextSettings()
+    same_lang = lang is None or lang == base.lang
+    return replace(base, lang=lang or base.lang,
+                   segmenter=segmenter if segmenter is not None or not same_lang
+                   else base.segmenter,
+                   skip_pattern=skip_pattern if skip_pattern is not None else base.skip_pattern)
 
 
 def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
@@ -155,3 +168,75 @@ def text_perplexity(model: BiLanguageModel, vocab: Vocab, files: Sequence[Path],
                                       / max(n_chars, 1))
     result["tokens"] = n_words
     return result
+
+
+@dataclass
+class PerplexityJob:
+    """One `spacy-elmo perplexity` measurement, checked and resolved before any work: the
+    model (an export; a run stands for RUN/model), the text files, how they are read and
+    batched (what is not given is the run's, as its dev evaluation, so that the run's dev
+    text gives the figure in its metrics.jsonl), and the JSON file for the figures."""
+
+    model: str
+    text: List[str]
+    files: List[Path]
+    settings: TextSettings
+    rows: int
+    window: int
+    run: Optional[Path] = None
+    max_tokens: Optional[int] = None
+    threads: Optional[int] = None
+    output: Optional[Path] = None
+
+    @classmethod
+    def prepare(cls, model: str, text: List[str], *, lang: Optional[str] = None,
+                segmenter: Optional[str] = None, skip_pattern: Optional[str] = None,
+                max_tokens: Optional[int] = None, rows: Optional[int] = None,
+                window: Optional[int] = None, threads: Optional[int] = None,
+                output: Optional[Path] = None, overwrite: bool = False) -> PerplexityJob:
+        """The job for the command's arguments (the flags' names in errors): each checked,
+        and an --output that would replace an input refused, before the model is read."""
+        if STDOUT in text:  # the same '-' that means standard input elsewhere
+            raise ElmoError(Errors.E145)
+        check_all({k: v for k, v in {"--rows": rows, "--window": window}.items()
+                   if v is not None}, {"--rows": integer(1), "--window": integer(1)},
+                  Errors.E020)
+        check_all({"--max-tokens": max_tokens, "--threads": threads,
+                   "--skip-pattern": skip_pattern},
+                  {"--max-tokens": integer(1, optional=True),
+                   "--threads": thread_count(optional=True),
+                   "--skip-pattern": regex(optional=True)}, Errors.E020)
+        if output is not None:  # a path that can never be written: before anything else
+            check_writable_path(output, "a file name for --output")
+        source = model_of_run(model)
+        files = resolve_files(text, what="perplexity")
+        if output is not None:
+            where = Path(source)
+            guard_output(output, inputs=[Path(model), where if where.is_dir() else
+                                         where.parent, *files],
+                         overwrite=overwrite, what="--output")
+        run = run_of(source)
+        found = run_settings(run)
+        return cls(source, list(text), files,
+                   reading_of(found, lang=lang, segmenter=segmenter, skip_pattern=skip_pattern),
+                   rows or (found.batch_size if found else DEFAULT_ROWS),
+                   window or (found.window if found else DEFAULT_WINDOW),
+                   run=run, max_tokens=max_tokens, threads=threads, output=output)
+
+    def measure(self) -> Dict[str, Any]:
+        """The figures of `text_perplexity`, with the settings they were measured with."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        lm, vocab = load_lm(self.model)
+        result = text_perplexity(lm, vocab, self.files, self.settings, rows=self.rows,
+                                 window=self.window, max_tokens=self.max_tokens)
+        return {"model": self.model, "text": self.text, "rows": self.rows,
+                "window": self.window, "lang": self.settings.lang, **result}
+
+    def write(self, figures: Dict[str, Any]) -> None:
+        """The figures as JSON in `output` (E009 when it cannot be written)."""
+        assert self.output is not None
+        try:
+            write_json(self.output, figures)
+        except OSError as err:
+            raise ElmoError(Errors.E009.format(path=self.output, err=err)) from err

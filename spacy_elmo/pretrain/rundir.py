@@ -8,7 +8,7 @@ import shutil
 from collections import Counter
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import LOCK_NAME, DirectoryLock, is_temporary, sweep_stale, write_text
@@ -16,6 +16,7 @@ from .checkpoint import CHECKPOINT_NAME
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import pattern_holding, resolve_files
 from .export import SNAPSHOT_DIR
+from .settings import Override
 from .vocab import VOCAB_NAME, Vocab
 
 CONFIG_NAME = "config.json"
@@ -30,6 +31,20 @@ RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
 # The optimizer a checkpoint's state belongs to, by a key of its first parameter group: the
 # first mark found in this order names it (LazyAdam's groups have Adam's `betas` too).
 OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_decay"}
+
+
+def command_settings(path: Optional[Union[str, Path]], overrides: Sequence[Override], *,
+                     resume: bool) -> PretrainConfig:
+    """The settings `spacy-elmo pretrain` runs with: the config file's (the defaults without
+    one) or, for --resume without one, those the run in --output recorded (its config.json);
+    then the overrides."""
+    output = next((value for key, value, _ in reversed(overrides) if key == "paths.output"),
+                  None)
+    if path is None and resume and output is not None:
+        record = Path(str(output)) / CONFIG_NAME
+        if record.exists():
+            return PretrainConfig.from_record(record, overrides)
+    return PretrainConfig.load(path, overrides)
 
 
 def check_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
@@ -177,11 +192,10 @@ def check_optimizer(state: Dict[str, Any], optimizer: str, out: Path) -> None:
 
 def frozen_settings(config: PretrainConfig, options: Dict[str, Any]) -> Dict[str, Any]:
     """The settings a resumed run must share with the checkpoint. The training files are
-    known by name and size (`train_files`), not by path, so a run continues on another
-    machine or with its data moved; `train` (the patterns) is kept for checkpoints written
-    before `train_files` existed."""
+    known by name and size (`train_files`), not by path (`train`, the patterns), so a run
+    continues on another machine or with its data moved."""
     data = config.to_dict()
-    frozen = {key: data[key] for key in FROZEN_KEYS if key != "options"}
+    frozen = {key: data[key] for key in FROZEN_KEYS if key not in ("options", "train")}
     frozen["train_files"] = [[f.name, f.stat().st_size] for f in train_files(config)]
     for section, values in options.items():
         if isinstance(values, dict):
@@ -195,9 +209,9 @@ def check_resume(saved: Dict[str, Any], current: Dict[str, Any], out: Path,
                  files: Sequence[Path] = ()) -> None:
     """Refuse to resume with settings other than the checkpoint's `frozen` ones (E105);
     other training files (E142) are named by the paths `files` gives (the corpus now)."""
-    # a checkpoint with train_files knows its data by name and size: paths may change
-    skip = "train" if "train_files" in saved else "train_files"
-    for key in sorted((set(saved) | set(current)) - {skip}):
+    # the files are known by name and size (train_files); the patterns (train), which the
+    # checkpoints of spacy-elmo 0.1 recorded too, may change
+    for key in sorted((set(saved) | set(current)) - {"train"}):
         if saved.get(key) == current.get(key):
             continue
         if key == "train_files" and files:

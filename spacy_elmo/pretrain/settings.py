@@ -1,7 +1,7 @@
 """Settings declared once: each field of a settings dataclass carries its config section, its
 rule, its help and whether a resumed run must keep it (`setting`). The checks, the `.cfg`
-layout with `--section.key` overrides, the shortcut flags, `--help` and the docs' table are
-all derived from those declarations."""
+layout, the command line (`--section.key` overrides and shortcut flags), `--help` and the
+docs' table are all derived from those declarations."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import re
 import typing
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ElmoError, Errors
 from ..validation import Rule
 
 META = "spacy_elmo.setting"
+Override = Tuple[str, Any, str]  # (section.key, value, the flag as written)
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,13 @@ def by_flag(cls: type) -> Dict[str, Declared]:
     return {flag: item for item in declared(cls) for flag in item.flags}
 
 
-def nest(cls: type, flat: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """Flat values (attribute names, as in a JSON config) in config-file sections."""
+def nest(cls: type, flat: Mapping[str, Any], source: str) -> Dict[str, Dict[str, Any]]:
+    """Flat values (attribute names, as a run records them) in config-file sections; a
+    name not declared is E111."""
     where = {item.name: item.section for item in declared(cls)}
+    unknown = sorted(set(flat) - set(where))
+    if unknown:
+        raise ElmoError(Errors.E111.format(path=source, keys=unknown, known=list(where)))
     nested: Dict[str, Dict[str, Any]] = {}
     for name, value in flat.items():
         nested.setdefault(where[name], {})[name] = copy.deepcopy(value)
@@ -184,6 +189,70 @@ def is_bool_word(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def parse_override(text: Optional[str]) -> Any:
+    """The value of a `--section.key` override, read as `spacy train` reads its overrides:
+    as JSON, else as the text itself; the flag alone (None) is true."""
+    if text is None:
+        return True
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_command_line(cls: type, args: Sequence[str]) -> Tuple[List[str], List[Override]]:
+    """The positional arguments of a command line and its overrides, in order:
+    `--section.key VALUE` (`parse_override`) and shortcut flags (parsed as their setting's
+    type). A list setting takes every value up to the next flag, from all its flags
+    together (`--dev a b --paths.dev c`: a, b, c; a JSON list counts as its items), in the
+    override where it was first given. A true/false setting takes a following
+    true/false/yes/no/1/0 (or a number, which its rule refuses), and stands alone for
+    true. A flag that names no setting is E127, a flag without its value E132."""
+    shortcuts, known = by_flag(cls), by_path(cls)
+    positionals: List[str] = []
+    overrides: List[Override] = []
+    lists: Dict[str, List[Any]] = {}
+    rest = list(args)
+    while rest:
+        token = rest.pop(0)
+        if not _is_flag(token):
+            positionals.append(token)
+            continue
+        name, _, inline = token.partition("=")
+        value: Optional[str] = inline if "=" in token else None
+        path = name.lstrip("-").replace("-", "_")
+        item = shortcuts.get(name) if "." not in path else known.get(".".join(
+            path.split(".")[:2]))
+        if item is None and "." not in path:
+            raise ElmoError(Errors.E127.format(flag=name, close=suggest(cls, name)))
+        if item is not None and isinstance(item.default, list) and path.count(".") <= 1:
+            values = [] if value is None else [value]
+            while rest and not _is_flag(rest[0]):
+                values.append(rest.pop(0))
+            if not values:
+                raise ElmoError(Errors.E132.format(flag=name))
+            if item.path not in lists:
+                lists[item.path] = []
+                overrides.append((item.path, lists[item.path], name))
+            lists[item.path].extend(entry for text in values for entry in list_items(text))
+            continue
+        takes_bool = item is not None and item.is_bool
+        if value is None and rest and not rest[0].startswith("--") and (
+                not takes_bool or is_bool_word(rest[0])):
+            value = rest.pop(0)
+        if "." in path:  # set_path names a path below no setting (E127)
+            overrides.append((path, parse_override(value), name))
+        elif item is not None:
+            if value is None and not takes_bool:
+                raise ElmoError(Errors.E132.format(flag=name))
+            overrides.append((item.path, parse_flag(value, item.hint), name))
+    return positionals, overrides
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and token != "-"
 
 
 def list_items(text: str) -> List[Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -242,8 +242,6 @@ class Trainer:
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
             raise ElmoError(Errors.E110.format(found=saved["world_size"], given=ctx.world_size))
-        # settings the run had without recording them (see checkpoint.upgrade)
-        config = replace(config, **saved["implied"])
         model = model_from_checkpoint(saved)
         options = model.bilm.options.to_json_dict()
         asked = options if config.init_weights else config.bilm_options().to_json_dict()

@@ -1,6 +1,7 @@
 """Pretraining settings declared once: .cfg files with --section.key overrides, the shortcut
-flags that documented commands use, JSON configs and run directories of earlier versions,
---gpu-id, --help and the docs' table, all from the one declaration."""
+flags that documented commands use, a run's own record of its settings, --gpu-id, --help and
+the docs' table, all from the one declaration; JSON configs and the flags of spacy-elmo 0.1
+refused with the way to go on."""
 
 import itertools
 import json
@@ -12,8 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
-from spacy_elmo.errors import ElmoError, ElmoWarning
-from spacy_elmo.pretrain.checkpoint import load_checkpoint
+from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
 from spacy_elmo.pretrain.settings import by_flag, declared
 
@@ -74,25 +74,61 @@ def test_other_recipes_are_a_shipped_cfg_with_overrides(other, command, monkeypa
     assert resolved(*command.split()) == PretrainConfig.from_file(ROOT / "configs" / other)
 
 
-def test_a_json_config_of_an_earlier_version_loads_alone_and_with_flags(tmp_path):
-    path = COMPAT / "pretrain_json" / "pretrain_lm_en_v2.json"
-    data = json.loads(path.read_text())
-    config = PretrainConfig.from_file(path)
-    assert {k: getattr(config, k) for k in data} == data
-    assert config.bilm_options().lstm_dim == 512 and config.preset == "small"
-    via_cli = resolved("--config", str(path), "--max-steps", "7", "--threads", "1")
-    assert (via_cli.max_steps, via_cli.threads, via_cli.lr) == (7, 1, 0.001)
-    assert resolved(str(path), "--max-steps", "7", "--threads", "1") == via_cli  # positional
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_json_config_is_refused_with_how_to_write_the_cfg(tmp_path, exists):
+    """spacy-elmo 0.1 read flat JSON configs; a JSON file where a config goes is refused,
+    not read as a config nor taken for training text, and nothing is written."""
+    path = tmp_path / "recipe.json"
+    if exists:
+        path.write_text(json.dumps({"train": ["a.txt"], "max_steps": 6000}))
+    with pytest.raises(ElmoError, match=r"\[E250\] '.*recipe.json' names a JSON file"):
+        PretrainConfig.from_file(path)
+    result = runner.invoke(app, ["pretrain", str(path), "a.txt", "--output",
+                                 str(tmp_path / "run"), "--max-steps", "3"])
+    assert result.exit_code == 1, result.output
+    message = flat(result.stderr)
+    assert "[E250]" in message and "spacy-elmo init-pretrain-config NEW.cfg" in message
+    assert f"spacy-elmo pretrain --config {path} --dry-run > NEW.cfg" in message
+    assert not (tmp_path / "run").exists()
 
 
-def test_a_run_of_an_earlier_version_resumes_from_the_command_line(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flag", ["--config", "-c", "--config=p.cfg"])
+def test_the_config_flag_of_0_1_is_refused_with_the_positional_form(tmp_path, flag):
+    path = tmp_path / "p.cfg"
+    path.write_text("[training]\nmax_steps = 3\n")
+    args = [flag] if "=" in flag else [flag, str(path)]
+    result = runner.invoke(app, ["pretrain", *args, "--dry-run"])
+    assert result.exit_code == 1, result.output
+    assert (f"[E252] {flag.split('=')[0]} is gone" in flat(result.stderr)
+            and "spacy-elmo pretrain CONFIG.cfg [TEXT]..." in flat(result.stderr))
+
+
+def test_a_run_of_0_1_is_refused_with_the_way_to_continue(tmp_path, monkeypatch):
+    """The compatibility fixture's run (a checkpoint with a checksum over its tensors
+    only): --resume says to continue from an export; the run is left as it was."""
     shutil.copytree(COMPAT / "pretrain", tmp_path / "pretrain")
     monkeypatch.chdir(tmp_path / "pretrain")
+    before = {p.name: p.read_bytes() for p in Path("run").iterdir()}
     result = runner.invoke(app, ["pretrain", "--output", "run", "--resume", "--max-steps", "3",
                                  "--threads", "1"])
-    assert result.exit_code == 0, result.output
-    assert load_checkpoint("run")["step"] == 3
-    assert json.loads(Path("run/config.json").read_text())["max_steps"] == 3
+    assert result.exit_code == 1, result.output
+    message = flat(result.stderr)
+    assert "[E251]" in message and "a checksum over its tensors only" in message
+    assert "--init-weights run/model" in message and "spacy-elmo export run OUT" in message
+    after = {p.name: p.read_bytes() for p in Path("run").iterdir() if p.name != ".lock"}
+    assert after == before  # the run's files as they were (beside its lock file)
+
+
+def test_resume_without_a_config_continues_with_the_run_s_record(tmp_path):
+    """`--output RUN --resume` reads RUN/config.json, which the trainer wrote (JSON, as
+    the run's other records), then the overrides."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recorded = PretrainConfig(train=["a.txt"], output=str(run), lr=0.5, max_steps=4)
+    (run / "config.json").write_text(json.dumps(recorded.to_dict()))
+    config = resolved("--output", str(run), "--resume", "--max-steps", "9")
+    assert config == PretrainConfig(train=["a.txt"], output=str(run), lr=0.5, max_steps=9)
+    assert resolved("--output", str(run), "--max-steps", "9").lr == 0.2  # a new run: defaults
 
 
 def test_cfg_with_section_overrides_and_interpolation(tmp_path):
@@ -198,7 +234,7 @@ def test_documented_commands_keep_their_meaning(command, monkeypatch):
 def test_every_flag_the_docs_use_is_a_shortcut():
     """All `--flags` of pretrain commands in README.md and project.yml: shortcuts of a
     setting, or the command's own options."""
-    own = {"--config", "-c", "--resume", "--overwrite", "--gpu-id", "--device", "--dry-run"}
+    own = {"--resume", "--overwrite", "--gpu-id", "--dry-run"}
     text = (ROOT / "README.md").read_text() + (ROOT / "project.yml").read_text()
     commands = re.findall(r"(?:spacy-elmo|spacy_elmo) pretrain((?:[^\n`]|\\\n)*)", text)
     flags = {f for command in commands for f in re.findall(r"(?<![\w-])--[a-z][a-z-]*",
@@ -219,23 +255,17 @@ def test_list_and_bool_shortcuts(tmp_path):
     assert resolved("--split-sentences", "a.txt").train == ["a.txt"]
 
 
-def test_gpu_id_and_the_deprecated_device_flag():
+def test_gpu_id_sets_the_device_and_device_is_a_setting_only():
     assert resolved("a.txt", "--gpu-id", "-1").device == "cpu"
     assert resolved("a.txt", "--gpu-id", "1").device == "cuda:1"
     assert resolved("a.txt").device == "auto"
-    with pytest.warns(ElmoWarning, match=r"\[W015\] --device is deprecated: use --gpu-id N"):
-        result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--dry-run"])
-    assert result.exit_code == 0, result.output
-    assert 'device = "cpu"' in result.stdout
-    result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--gpu-id", "0"])
-    assert result.exit_code == 1 and "[E130] --gpu-id and --device" in flat(result.stderr)
-
-
-def test_two_config_files_are_refused(tmp_path):
-    path = tmp_path / "p.cfg"
-    path.write_text("[training]\nmax_steps = 3\n")
-    result = runner.invoke(app, ["pretrain", str(path), "--config", str(path)])
-    assert result.exit_code == 1 and "[E130]" in result.stderr
+    assert resolved("a.txt", "--system.device", "cpu", "--gpu-id", "0").device == "cuda:0"
+    result = runner.invoke(app, ["pretrain", "a.txt", "--device", "cpu", "--dry-run"])
+    assert result.exit_code == 1, result.output  # the hidden flag of 0.1
+    assert ("[E127] --device is not a pretraining setting. Did you mean --system.device?"
+            in flat(result.stderr))
+    result = runner.invoke(app, ["pretrain", "--help"], env={"COLUMNS": "200"})
+    assert "--config" not in result.output and "--device " not in result.output
 
 
 def test_init_pretrain_config_writes_the_defaults(tmp_path):

@@ -71,12 +71,16 @@ def test_output_of_another_run_resume_and_changed_config(tmp_path):
 
 
 def test_config_file_keys_are_checked(tmp_path):
-    path = tmp_path / "cfg.json"
-    path.write_text(json.dumps({"train": ["x.txt"], "batchsize": 3}))
-    with pytest.raises(ElmoError, match="unknown key"):
+    path = tmp_path / "p.cfg"
+    path.write_text('[paths]\ntrain = ["x.txt"]\n\n[training]\nbatchsize = 3\n')
+    with pytest.raises(ElmoError, match=r"\[E111\].*unknown key.*'training.batchsize'"):
         PretrainConfig.from_file(path)
-    path.write_text(json.dumps({"train": ["x.txt"], "batch_size": 3}))
+    path.write_text('[paths]\ntrain = ["x.txt"]\n\n[training]\nbatch_size = 3\n')
     assert PretrainConfig.from_file(path, window=9).batch_size == 3
+    record = tmp_path / "config.json"  # a run's record of its settings: the same check
+    record.write_text(json.dumps({"train": ["x.txt"], "batchsize": 3}))
+    with pytest.raises(ElmoError, match=r"\[E111\].*unknown key.*\['batchsize'\]"):
+        PretrainConfig.from_record(record)
     with pytest.raises(ElmoError, match="optimizer must be"):
         PretrainConfig(optimizer="sgd")
 

@@ -89,9 +89,9 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path, monkeypatch):
 
 def test_the_cli_exits_non_zero(tmp_path, monkeypatch):
     poison_after(monkeypatch, 1)
-    config = tmp_path / "cfg.json"
-    config.write_text(json.dumps(quick(tmp_path).to_dict()))
-    result = CliRunner().invoke(app, ["pretrain", "--config", str(config)])
+    config = tmp_path / "run.cfg"
+    config.write_text(quick(tmp_path).to_cfg())
+    result = CliRunner().invoke(app, ["pretrain", str(config)])
     assert result.exit_code == 1
     assert "[E140] Training stopped at step 2" in result.stderr
     assert "No checkpoint was written yet" in " ".join(result.stderr.split())

@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -11,8 +12,9 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import TextSettings
-from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
+from spacy_elmo.pretrain.perplexity import PerplexityJob, load_lm, reading_of, text_perplexity
 from spacy_elmo.pretrain.trainer import train
 
 from .conftest import tiny_config
@@ -93,3 +95,43 @@ def test_bad_arguments_are_refused_before_the_text_is_read(run, tmp_path, monkey
                                 + [a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == 1, result.output
     assert re.search(match, " ".join(result.stderr.split())), result.stderr
+
+
+def test_reading_follows_the_run_and_the_settings_given():
+    """What `spacy-elmo perplexity` infers (pretrain/perplexity.py, not the command)."""
+    zh = PretrainConfig(train=["t.txt"], lang="zh", segmenter="jieba", split_sentences=False,
+                        max_sentence_tokens=50, skip_pattern="^#")
+    assert reading_of(zh) == TextSettings(lang="zh", segmenter="jieba", split_sentences=False,
+                                          max_sentence_tokens=50, skip_pattern="^#")
+    assert reading_of(zh, lang="en").segmenter is None  # the run's segmenter: its language
+    assert reading_of(zh, segmenter="char", skip_pattern="^=").segmenter == "char"
+    assert reading_of(zh, skip_pattern="^=").skip_pattern == "^="
+    assert reading_of(None) == TextSettings()  # no run: whitespace tokens
+    assert reading_of(None, lang="en") == TextSettings(lang="en")
+
+
+@pytest.mark.parametrize("where", ["run", "run/model"])
+def test_a_job_takes_what_is_not_given_from_the_run(run, where):
+    job = PerplexityJob.prepare(str(run / where), [str(run / "corpus.txt")])
+    assert Path(job.model) == run / "run" / "model"
+    assert (job.run, job.rows, job.window) == (run / "run", 4, 6)  # the run's batching
+    assert job.settings == TextSettings()  # as the run read its text
+    job = PerplexityJob.prepare(str(run / where), [str(run / "corpus.txt")], rows=2,
+                                window=3, lang="en")
+    assert (job.rows, job.window, job.settings.lang) == (2, 3, "en")
+
+
+def test_a_job_outside_a_run_and_a_run_record_that_cannot_be_read(run, tmp_path):
+    copy = tmp_path / "export"
+    shutil.copytree(run / "run" / "model", copy)
+    job = PerplexityJob.prepare(str(copy), [str(run / "corpus.txt")])
+    assert (job.run, job.rows, job.window, job.settings) == (None, 64, 20, TextSettings())
+    other = tmp_path / "other"
+    shutil.copytree(run / "run" / "model", other / "model")
+    (other / "config.json").write_text("{not json")  # a run, but no settings to take
+    job = PerplexityJob.prepare(str(other / "model"), [str(run / "corpus.txt")])
+    assert (job.run, job.rows, job.window) == (other, 64, 20)
+    with pytest.raises(ElmoError, match=r"\[E145\]"):
+        PerplexityJob.prepare(str(copy), ["-"])
+    with pytest.raises(ElmoError, match=r"--rows must be a positive integer"):
+        PerplexityJob.prepare(str(copy), [str(run / "corpus.txt")], rows=0)

@@ -64,30 +64,6 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".tmp")] == []
 
 
-def test_run_from_before_the_shuffle_buffer_resumes_reading_in_order(tmp_path):
-    """Checkpoints written before `shuffle_buffer` existed carry no such setting: they
-    continue in file order (buffer 0) instead of being refused as changed."""
-    train(tiny_config(tmp_path, max_steps=3), progress=False)
-    path = tmp_path / "run" / "checkpoint.pt"
-    data = torch.load(path, weights_only=True)
-    del data["frozen"]["shuffle_buffer"]
-    for rank in data["ranks"]:
-        del rank["source"]["buffer"], rank["source"]["draws"]
-    # such checkpoints carried a checksum of their tensors only
-    del data[checkpoint_module.CHECKSUM]
-    data[checkpoint_module.TENSORS_CHECKSUM] = checkpoint_module.tensors_checksum(data)
-    torch.save(data, path)
-    upgraded = load_checkpoint(path)
-    assert upgraded["frozen"]["shuffle_buffer"] == 0
-    assert upgraded["implied"] == {"shuffle_buffer": 0}
-    config = tiny_config(tmp_path, max_steps=6)
-    result = train(config, resume=True, progress=False)
-    assert config.shuffle_buffer == 30  # the caller's config is left as it was
-    assert result.step == 6
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["shuffle_buffer"] == 0
-    assert load_checkpoint(path)["ranks"][0]["source"]["buffer"] == []
-
-
 def test_a_run_continues_with_its_data_moved_known_by_name_and_size(tmp_path):
     straight = train(tiny_config(tmp_path, output=str(tmp_path / "a"), max_steps=8),
                      progress=False)

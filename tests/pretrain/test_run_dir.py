@@ -198,10 +198,10 @@ def test_a_stopped_run_exits_non_zero_and_says_how_to_resume(tmp_path, monkeypat
         return loss
 
     monkeypatch.setattr(Trainer, "train_step", step_then_signal)
-    config = tmp_path / "cfg.json"
-    config.write_text(json.dumps(quick(tmp_path, max_steps=6).to_dict()))
+    config = tmp_path / "run.cfg"
+    config.write_text(quick(tmp_path, max_steps=6).to_cfg())
     with pytest.warns(ElmoWarning) as caught:
-        result = runner.invoke(app, ["pretrain", "--config", str(config)])
+        result = runner.invoke(app, ["pretrain", str(config)])
     assert result.exit_code == 128 + signum, result.output
     name = signal.Signals(signum).name
     assert (f"Stopped by {name} at step 2; checkpoint saved. Continue with: spacy-elmo "

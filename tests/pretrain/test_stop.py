@@ -91,9 +91,8 @@ def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, mon
 
 
 def test_a_second_signal_aborts_at_once_and_writes_nothing_half(tmp_path, monkeypatch):
-    config = tmp_path / "cfg.json"
-    config.write_text(json.dumps(tiny_config(tmp_path, max_steps=6, checkpoint_every=1,
-                                             dev=[]).to_dict()))
+    config = tmp_path / "run.cfg"
+    config.write_text(tiny_config(tmp_path, max_steps=6, checkpoint_every=1, dev=[]).to_cfg())
     original_step = Trainer.train_step
 
     def step_then_signal(self):
@@ -112,7 +111,7 @@ def test_a_second_signal_aborts_at_once_and_writes_nothing_half(tmp_path, monkey
     monkeypatch.setattr(Trainer, "train_step", step_then_signal)
     monkeypatch.setattr(torch, "save", save_with_a_second_signal)
     before = signal.getsignal(signal.SIGINT)
-    result = runner.invoke(app, ["pretrain", "--config", str(config)])
+    result = runner.invoke(app, ["pretrain", str(config)])
     assert result.exit_code == 130, result.output
     assert "[E172] Aborted by a second SIGINT" in flat(result.stderr)
     run = tmp_path / "run"

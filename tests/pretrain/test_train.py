@@ -12,6 +12,7 @@ from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.trainer import Trainer, train
 
 from .conftest import tiny_config
@@ -88,12 +89,12 @@ def test_resume_without_a_run_starts_one(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert load_checkpoint(run)["step"] == 4
-    config = tmp_path / "config.json"  # a config file naming the output: the same
-    config.write_text(json.dumps({"train": [str(corpus)], "output": str(tmp_path / "cfg"),
-                                  "preset": "tiny", "vocab_size": 20, "n_negatives": 4,
-                                  "batch_size": 2, "max_steps": 2, "threads": 1}))
+    config = tmp_path / "run.cfg"  # a config file naming the output: the same
+    config.write_text(PretrainConfig(train=[str(corpus)], output=str(tmp_path / "cfg"),
+                                     preset="tiny", vocab_size=20, n_negatives=4,
+                                     batch_size=2, max_steps=2, threads=1).to_cfg())
     for _ in range(2):
-        result = CliRunner().invoke(app, ["pretrain", "--config", str(config), "--resume"])
+        result = CliRunner().invoke(app, ["pretrain", str(config), "--resume"])
         assert result.exit_code == 0, result.output
     assert load_checkpoint(tmp_path / "cfg")["step"] == 2
 
