@@ -464,14 +464,13 @@ class Errors(metaclass=Catalogue):
     E231 = ("Unknown training precision '{precision}'; choose one of: {known} (int8 serves "
             "inference only).")
     # 1.0 pretraining formats (E250-E259, W045-W046)
-    E250 = ("'{path}' names a JSON file, but pretraining configs are .cfg files (JSON configs "
-            "were read by spacy-elmo 0.1 only). Write its settings in a .cfg: `spacy-elmo "
-            "init-pretrain-config NEW.cfg` writes every setting under its section, to give "
-            "each JSON key its value there (docs/pretrain_settings.md names each key's "
-            "section; `options` is the section [model.options]); with spacy-elmo 0.1, "
-            "`spacy-elmo pretrain --config {path} --dry-run > NEW.cfg` writes it for you. A "
-            "run's own config.json is its record, not a config: `spacy-elmo pretrain --output "
-            "RUN --resume` continues the run with it (add --dry-run to see it as a .cfg).")
+    E250 = ("'{path}' names a JSON file, but pretraining configs are .cfg files (spacy-elmo "
+            "0.1 read JSON ones). Write its keys under their sections in a .cfg (`spacy-elmo "
+            "init-pretrain-config NEW.cfg` writes them all; docs/pretrain_settings.md names "
+            "each key's section, `options` is [model.options]), or let spacy-elmo 0.1 do it: "
+            "`spacy-elmo pretrain --config {path} --dry-run > NEW.cfg`. A run's own "
+            "config.json is its record: continue the run with `spacy-elmo pretrain --output "
+            "RUN --resume`.")
     E251 = ("'{path}' is a checkpoint of spacy-elmo 0.1 ({found}, not the checksum over its "
             "whole content that checkpoints carry from then on), which this version does not "
             "read. Continue from the run's export as a new run: `spacy-elmo pretrain "

@@ -22,7 +22,7 @@ from .checkpoint import CHECKPOINT_NAME
 from .config import PretrainConfig
 from .corpus import TextSettings, iter_sentences, resolve_files, warn_undecodable
 from .export import SNAPSHOT_DIR, SOFTMAX_NAME, read_softmax
-from .rundir import CONFIG_NAME, MODEL_DIR
+from .rundir import CONFIG_NAME, MODEL_DIR, recorded
 from .stopping import stop_point
 from .vocab import VOCAB_NAME, Vocab
 
@@ -98,17 +98,6 @@ def run_of(model: str) -> Optional[Path]:
                 or (name is None and directory.parent.name == SNAPSHOT_DIR)):
             return run
     return None
-
-
-def run_settings(run: Optional[Path]) -> Optional[PretrainConfig]:
-    """The settings a run recorded (None without a run, or when its config.json cannot be
-    read)."""
-    if run is None:
-        return None
-    try:
-        return PretrainConfig.from_record(run / CONFIG_NAME)
-    except ElmoError:
-        return None
 
 
 def reading_of(run: Optional[PretrainConfig], *, lang: Optional[str] = None,
@@ -216,7 +205,7 @@ class PerplexityJob:
                                          where.parent, *files],
                          overwrite=overwrite, what="--output")
         run = run_of(source)
-        found = run_settings(run)
+        found = recorded(run) if run is not None else None
         return cls(source, list(text), files,
                    reading_of(found, lang=lang, segmenter=segmenter, skip_pattern=skip_pattern),
                    rows or (found.batch_size if found else DEFAULT_ROWS),

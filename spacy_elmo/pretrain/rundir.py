@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -45,6 +44,15 @@ def command_settings(path: Optional[Union[str, Path]], overrides: Sequence[Overr
         if record.exists():
             return PretrainConfig.from_record(record, overrides)
     return PretrainConfig.load(path, overrides)
+
+
+def recorded(out: Path) -> Optional[PretrainConfig]:
+    """The settings the run in `out` recorded (None without a config.json that reads as
+    one)."""
+    try:
+        return PretrainConfig.from_record(out / CONFIG_NAME)
+    except ElmoError:
+        return None
 
 
 def check_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
@@ -86,11 +94,7 @@ def resumable(out: Path) -> bool:
 def _leftover(entry: Path) -> bool:
     """A file a failed start of a run leaves (or its log, or a temporary file)."""
     if entry.name == CONFIG_NAME:
-        try:
-            data = json.loads(entry.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            return False
-        return isinstance(data, dict) and set(data) <= {f.name for f in fields(PretrainConfig)}
+        return recorded(entry.parent) is not None
     return (entry.name in RUN_FILES and entry.is_file() or entry.suffix == ".log"
             or entry.name == LOCK_NAME or is_temporary(entry.name))
 
@@ -158,14 +162,9 @@ def check_resume_vocab(config: PretrainConfig, words: List[str], out: Path) -> N
     than the one the run recorded (its config.json) is refused unless it lists the same
     words in the same order (E168), so that config.json never names a vocabulary the run
     did not train with."""
-    if config.vocab is None:
-        return
-    recorded = out / CONFIG_NAME
-    try:
-        if json.loads(recorded.read_text(encoding="utf-8")).get("vocab") == config.vocab:
-            return  # the run's own
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        pass
+    record = recorded(out)
+    if config.vocab is None or record is not None and record.vocab == config.vocab:
+        return  # the run's own
     if Vocab.from_file(Path(config.vocab)).words != list(words):
         raise ElmoError(Errors.E168.format(vocab=config.vocab, path=out, n=len(words)))
 

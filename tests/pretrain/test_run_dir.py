@@ -234,9 +234,9 @@ def test_output_and_export_targets_that_are_files(tmp_path):
     assert taken.read_text() == "a file"
 
 
-def test_checkpoint_damage_is_found_and_old_checkpoints_load(tmp_path):
+def test_checkpoint_damage_is_found_and_checkpoints_without_a_checksum_refused(tmp_path):
     """Corrupted tensor bytes loaded silently (loss 38, perplexity 1e28). Checkpoints
-    written before checksums existed still load."""
+    written before checksums existed (spacy-elmo 0.1) are refused, not loaded unchecked."""
     run(quick(tmp_path, max_steps=2))
     path = tmp_path / "run" / "checkpoint.pt"
     data = torch.load(path, weights_only=True)
@@ -251,7 +251,8 @@ def test_checkpoint_damage_is_found_and_old_checkpoints_load(tmp_path):
         run(quick(tmp_path, max_steps=4), resume=True)
     del data[CHECKSUM]
     torch.save(data, path)
-    assert load_checkpoint(path)["step"] == 2
+    with pytest.raises(ElmoError, match=r"\[E251\] .* \(no checksum, not the checksum"):
+        load_checkpoint(path)
 
 
 class Foreign:
