@@ -74,7 +74,7 @@ def test_resume_continues_the_run_as_1_0_did(pretrain):
                for m in after if m["step"] > 2]
     assert [(m["type"], m["step"]) for m in resumed] == \
         [(m["type"], m["step"]) for m in EXPECTED["resumed"]]
-    for got, expected in zip(resumed, EXPECTED["resumed"]):
+    for got, expected in zip(resumed, EXPECTED["resumed"], strict=True):
         for key in ("loss", "dev_ppl"):
             if key in expected:
                 assert got[key] == pytest.approx(expected[key], rel=1e-4), (got, expected)
