@@ -11,8 +11,8 @@ from spacy_elmo.checksums import bytes_sha256, content_sha256, tensors_sha256
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
 
-COMPAT_CHECKPOINT = (Path(__file__).parent / "fixtures" / "compat" / "pretrain" / "run"
-                     / "checkpoint.pt")
+V1_0_CHECKPOINT = (Path(__file__).parent / "fixtures" / "v1_0" / "pretrain" / "run"
+                   / "checkpoint.pt")
 
 
 def sample():
@@ -37,9 +37,14 @@ def test_checksums_are_those_of_the_earlier_helpers():
     assert tensors_sha256(data) == tensors_sha256(sample())
 
 
-def test_a_checkpoint_of_0_1_is_refused_not_verified():
-    raw = torch.load(COMPAT_CHECKPOINT, map_location="cpu", weights_only=True)
-    assert "content_sha256" not in raw and raw["tensors_sha256"] == tensors_sha256(raw)
+def test_a_checkpoint_of_0_1_is_refused_not_verified(tmp_path):
+    """The 1.0 fixture's checkpoint as 0.1 wrote it: its tensors' checksum right, and no
+    checksum over its whole content."""
+    raw = torch.load(V1_0_CHECKPOINT, map_location="cpu", weights_only=True)
+    assert raw["content_sha256"] == content_sha256(raw) and "tensors_sha256" not in raw
+    del raw["content_sha256"]
+    raw["tensors_sha256"] = tensors_sha256(raw)
+    torch.save(raw, tmp_path / "checkpoint.pt")
     with pytest.raises(ElmoError, match=r"\[E251\] .* \(a checksum over its tensors only, "
                                         r"not the checksum over its whole content"):
-        load_checkpoint(COMPAT_CHECKPOINT)
+        load_checkpoint(tmp_path / "checkpoint.pt")

@@ -27,7 +27,7 @@ from ..conftest import make_random_bilm
 from .test_efml import EFML_DIR
 
 runner = CliRunner()
-COMPAT_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "compat" / "pretrain" / "run"
+V1_0_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "v1_0" / "pretrain" / "run"
 
 
 def words(result):
@@ -194,7 +194,8 @@ def test_embed_refuses_a_language_without_a_bundled_biLM(tmp_path):
 # a pretraining run given as a biLM -------------------------------------------------------
 @pytest.fixture
 def run_dir(tmp_path):
-    return shutil.copytree(COMPAT_RUN, tmp_path / "run")
+    """The 1.0 fixture's run, without its export."""
+    return shutil.copytree(V1_0_RUN, tmp_path / "run", ignore=shutil.ignore_patterns("model"))
 
 
 def test_info_on_a_pretraining_run_says_to_export_it(run_dir, tmp_path):

@@ -1,16 +1,18 @@
 """Saved and copied pipelines: complete before first use, the size of their weights when
 pickled, listeners of a frozen `elmo` component that say what to do, a biLM of another width
-under a trained task, damaged files that are named, and a biLM saved without its checksum
-(before 1.0) refused."""
+under a trained task, damaged files that are named, and what spacy-elmo 0.1 saved (a biLM
+without its checksum, a mix without its width, the private tok2vec of 0.1) refused."""
 
 import pickle
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import spacy
 import srsly
 import torch
+from catalogue import RegistryError
 from spacy.training import Example
 from spacy.training.initialize import init_nlp
 from spacy_elmo_lab.tiny import toy_docs
@@ -332,3 +334,36 @@ def test_a_loaded_pipeline_takes_its_settings_from_the_config(weights_dir, tmp_p
         loaded = spacy.load(tmp_path / "pipeline",
                             config={"components": {"elmo": {"weights": str(other)}}})
     np.testing.assert_allclose(loaded(TEXT)._.elmo, expected, atol=1e-6)
+
+
+# pipelines of spacy-elmo 0.1: the 1.0 fixture's, rewritten as 0.1 saved them ------------
+V1_0_PIPELINE = Path(__file__).resolve().parents[1] / "fixtures" / "v1_0" / "pipeline"
+
+
+def test_the_private_tok2vec_of_0_1_is_named(tmp_path, monkeypatch):
+    """0.1 saved a textcat on `spacy-elmo.ElmoTok2Vec.v1` (gone in 1.0): spaCy's registry
+    error (E893) names it and lists its successor."""
+    monkeypatch.chdir(tmp_path)
+    saved = Path(shutil.copytree(V1_0_PIPELINE, tmp_path / "p"))
+    config = (saved / "config.cfg").read_text(encoding="utf-8")
+    assert config.count('"spacy-elmo.ElmoTok2Vec.v2"') == 1
+    (saved / "config.cfg").write_text(config.replace("ElmoTok2Vec.v2", "ElmoTok2Vec.v1"),
+                                      encoding="utf-8")
+    with pytest.raises(RegistryError, match=r"(?s)\[E893\] .*'spacy-elmo\.ElmoTok2Vec\.v1'.*"
+                                            r"spacy-elmo\.ElmoTok2Vec\.v2"):
+        spacy.load(saved)
+
+
+def test_a_listener_s_mix_saved_without_its_width_is_refused(tmp_path, monkeypatch):
+    """0.1 saved a task's layer mix without the width of the ELMo vectors: the NER of such a
+    pipeline is refused when it runs (E261), not run on a biLM it cannot check."""
+    monkeypatch.chdir(tmp_path)
+    saved = Path(shutil.copytree(V1_0_PIPELINE, tmp_path / "p"))
+    model = srsly.msgpack_loads((saved / "ner" / "model").read_bytes())
+    mix, = [node for node in model["nodes"] if node["name"] == "elmo-scalar-mix"]
+    assert mix["dims"]["nI"] == 12
+    mix["dims"]["nI"] = None
+    (saved / "ner" / "model").write_bytes(srsly.msgpack_dumps(model))
+    nlp = spacy.load(saved, exclude=["textcat", "spancat"])
+    with pytest.raises(ElmoError, match=r"\[E261\] .* saved by spacy-elmo before 1\.0"):
+        nlp("Alice went to Paris today .")

@@ -1,13 +1,16 @@
 import random
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
 from thinc.api import Config
 from typer.testing import CliRunner
 
+from spacy_elmo.checksums import tensors_sha256
 from spacy_elmo.cli import app
 from spacy_elmo.pretrain import trainer as trainer_module
+from spacy_elmo.pretrain.checkpoint import CHECKSUM, OLD_CHECKSUM
 from spacy_elmo.pretrain.config import PretrainConfig
 
 torch.set_num_threads(1)
@@ -26,6 +29,19 @@ def write_corpus(path: Path, n_lines: int = 200, seed: int = 0) -> Path:
         lines.append(" ".join(words) + " .")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+V1_0_PRETRAIN = Path(__file__).resolve().parents[1] / "fixtures" / "v1_0" / "pretrain"
+
+
+def as_written_by_0_1(checkpoint: Path, checksum: Optional[str] = OLD_CHECKSUM) -> None:
+    """Rewrite a checkpoint as spacy-elmo 0.1 wrote it: without the checksum over its whole
+    content, with 0.1's checksum over its tensors only (or, before that, none)."""
+    data = torch.load(checkpoint, weights_only=True)
+    del data[CHECKSUM]
+    if checksum is not None:
+        data[checksum] = tensors_sha256(data)
+    torch.save(data, checkpoint)
 
 
 def tiny_config(tmp_path: Path, **changes) -> PretrainConfig:

@@ -1,6 +1,8 @@
-"""A checkpoint's checksum covers all of its content, and a damaged checkpoint is told
-apart from a file that is not a checkpoint at all."""
+"""A checkpoint's checksum covers all of its content, a damaged checkpoint is told apart
+from a file that is not a checkpoint at all, and checkpoints of spacy-elmo 0.1 (without that
+checksum) are refused with the way to go on, nothing of the run changed."""
 
+import shutil
 import struct
 import zipfile
 from pathlib import Path
@@ -15,15 +17,17 @@ from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import (
     CHECKSUM,
+    OLD_CHECKSUM,
     content_checksum,
     load_checkpoint,
     save_checkpoint,
 )
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.export import export
 from spacy_elmo.pretrain.trainer import train
 
 from ..conftest import make_random_bilm
-from .conftest import tiny_config
+from .conftest import V1_0_PRETRAIN, as_written_by_0_1, tiny_config
 
 DAMAGED = "could not be read as a pretraining checkpoint: it is damaged"
 CHANGED = "is damaged: its content does not match the checksum"
@@ -168,3 +172,44 @@ def test_a_weights_file_is_not_a_checkpoint(tmp_path):
     assert "weights file is already an export" in " ".join(result.output.split())
     assert not (tmp_path / "out2").exists()
 
+
+
+# checkpoints of spacy-elmo 0.1 ------------------------------------------------------------
+def files_of(run: Path):
+    return {p.name: p.read_bytes() for p in run.iterdir() if p.name != ".lock"}
+
+
+def test_a_checkpoint_of_0_1_is_refused_by_resume_and_export(tmp_path, monkeypatch):
+    """The 1.0 fixture's run with its checkpoint as 0.1 wrote it (a checksum over the tensors
+    only): refused with the way to go on, and nothing of the run changed."""
+    shutil.copytree(V1_0_PRETRAIN, tmp_path / "pretrain", ignore=shutil.ignore_patterns("model"))
+    monkeypatch.chdir(tmp_path / "pretrain")  # the run names its files by relative paths
+    run = Path("run")
+    as_written_by_0_1(run / "checkpoint.pt")
+    before = files_of(run)
+    fix = r"--init-weights run/model.*spacy-elmo export run OUT"
+    with pytest.raises(ElmoError, match=r"\[E251\] 'run/checkpoint.pt' is a checkpoint of "
+                                        r"spacy-elmo 0.1 \(a checksum over its tensors only"):
+        load_checkpoint(run)
+    config = PretrainConfig.from_record(run / "config.json", [
+        ("training.max_steps", 3, "--max-steps")])
+    with pytest.raises(ElmoError, match=r"\[E251\].*" + fix):
+        train(config, resume=True, progress=False)
+    with pytest.raises(ElmoError, match=r"\[E251\]"):
+        export(run, tmp_path / "export")
+    assert files_of(run) == before
+    assert not (tmp_path / "export").exists() and not (run / "model").exists()
+
+
+@pytest.mark.parametrize("checksum", [OLD_CHECKSUM, None])
+def test_today_s_checkpoint_rewritten_as_0_1_is_refused(tmp_path, monkeypatch, checksum):
+    """0.1 wrote a checksum over the tensors only, and before that none (nor the shuffle
+    buffer's settings, nor CPU time): neither is read, whatever else it holds."""
+    monkeypatch.setattr(trainer_module, "draw_curves", lambda metrics, png: True)
+    train(tiny_config(tmp_path, max_steps=4), progress=False)
+    path = tmp_path / "run" / "checkpoint.pt"
+    as_written_by_0_1(path, checksum)
+    found = "a checksum over its tensors only" if checksum else "no checksum"
+    with pytest.raises(ElmoError, match=rf"\[E251\] .* \({found}, not the checksum over"):
+        train(tiny_config(tmp_path, max_steps=8), resume=True, progress=False)
+    assert torch.load(path, weights_only=True)["step"] == 4  # left as it was

@@ -17,10 +17,9 @@ from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
 from spacy_elmo.pretrain.settings import by_flag, declared
 
-from .conftest import flat, resolved
+from .conftest import V1_0_PRETRAIN, as_written_by_0_1, flat, resolved
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPAT = ROOT / "tests" / "fixtures" / "compat"
 
 runner = CliRunner()
 
@@ -104,10 +103,11 @@ def test_the_config_flag_of_0_1_is_refused_with_the_positional_form(tmp_path, fl
 
 
 def test_a_run_of_0_1_is_refused_with_the_way_to_continue(tmp_path, monkeypatch):
-    """The compatibility fixture's run (a checkpoint with a checksum over its tensors
-    only): --resume says to continue from an export; the run is left as it was."""
-    shutil.copytree(COMPAT / "pretrain", tmp_path / "pretrain")
+    """The 1.0 fixture's run with its checkpoint as 0.1 wrote it (a checksum over its
+    tensors only): --resume says to continue from an export; the run is left as it was."""
+    shutil.copytree(V1_0_PRETRAIN, tmp_path / "pretrain", ignore=shutil.ignore_patterns("model"))
     monkeypatch.chdir(tmp_path / "pretrain")
+    as_written_by_0_1(Path("run") / "checkpoint.pt")
     before = {p.name: p.read_bytes() for p in Path("run").iterdir()}
     result = runner.invoke(app, ["pretrain", "--output", "run", "--resume", "--max-steps", "3",
                                  "--threads", "1"])
