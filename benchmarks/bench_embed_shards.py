@@ -31,7 +31,7 @@ import torch
 
 from spacy_elmo.bilm import BiLM, preset, save_bilm
 from spacy_elmo.bilm.hardware import cpu_flags, cpu_model
-from spacy_elmo.files import write_text
+from spacy_elmo.files.atomic import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "allennlp_elmo" / "sentences.json"

@@ -54,7 +54,7 @@ from spacy_elmo.bilm.hardware import (  # noqa: E402
     cpu_model,
     native_bf16,
 )
-from spacy_elmo.files import write_text  # noqa: E402
+from spacy_elmo.files.atomic import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "allennlp_elmo" / "sentences.json"

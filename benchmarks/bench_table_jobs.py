@@ -26,7 +26,7 @@ from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this sc
 from spacy_elmo_lab.run_table import run_cells
 from spacy_elmo_lab.table import make_cells
 
-from spacy_elmo.files import write_text
+from spacy_elmo.files.atomic import write_text
 from spacy_elmo.pretrain.machine import cpu_model
 
 

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 
 import typer
 
-from spacy_elmo.files import atomic_write
+from spacy_elmo.files.atomic import atomic_write
 
 ROW = re.compile(r"^\s*\d+\s+(\d+)\s+[\d.\s]+$")
 # the score to plot, by its distance from the end of the row (spaCy's column order)

@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from spacy_elmo.files import atomic_write, write_json, write_text
+from spacy_elmo.files.atomic import atomic_write, write_text
+from spacy_elmo.files.json_io import write_json
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.rundir import read_metrics
 

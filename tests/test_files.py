@@ -15,18 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacy_elmo import files as files_module
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.files import (
-    LOCK_NAME,
-    DirectoryLock,
-    DiskFull,
-    HDF5Writer,
-    Terminated,
-    atomic_directory,
-    atomic_write,
-    sweep_stale,
-)
+from spacy_elmo.files import atomic as atomic_module
+from spacy_elmo.files.atomic import atomic_directory, atomic_write
+from spacy_elmo.files.disk_full import DiskFull
+from spacy_elmo.files.hdf5 import HDF5Writer
+from spacy_elmo.files.lock import DirectoryLock
+from spacy_elmo.files.names import LOCK_NAME
+from spacy_elmo.files.signals import Terminated
+from spacy_elmo.files.temporary import sweep_stale
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +67,8 @@ def test_signals_sigkill_and_a_full_device_in_a_real_process(tmp_path):
         import errno, os, signal, time
         from pathlib import Path
         import numpy as np
-        from spacy_elmo.files import HDF5Writer, atomic_write
+        from spacy_elmo.files.atomic import atomic_write
+        from spacy_elmo.files.hdf5 import HDF5Writer
         try:
             with HDF5Writer(Path("/dev/full")) as out:
                 for i in range(200):
@@ -211,7 +209,7 @@ def test_atomic_directory_replaces_a_directory_whole_or_not_at_all(tmp_path, mon
                                                                     exchange):
     """Exports and snapshots renamed temporary files themselves (issue 28 item 6)."""
     if not exchange:  # systems without renameat2: the old one is renamed aside a moment
-        monkeypatch.setattr(files_module, "_exchange", lambda first, second: False)
+        monkeypatch.setattr(atomic_module, "_exchange", lambda first, second: False)
     target = tmp_path / "model"
     with atomic_directory(target) as tmp:
         (tmp / "a.txt").write_text("one")
@@ -239,7 +237,7 @@ def test_atomic_directory_sweeps_the_directory_of_a_killed_writer(tmp_path):
     proc = python(f"""
         import os, signal
         from pathlib import Path
-        from spacy_elmo.files import atomic_directory
+        from spacy_elmo.files.atomic import atomic_directory
         with atomic_directory(Path({str(tmp_path / "model")!r})) as tmp:
             (tmp / "weights.hdf5").write_bytes(b"x" * 100)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -269,7 +267,7 @@ def test_a_directory_lock_has_one_holder_at_a_time(tmp_path):
 
 def test_a_link_to_nothing_at_the_output_counts_as_existing(tmp_path):
     """A dangling symbolic link was replaced by a regular file without --overwrite."""
-    from spacy_elmo.files import guard_output
+    from spacy_elmo.files.guard import guard_output
 
     link = tmp_path / "out.spacy"
     link.symlink_to(tmp_path / "nowhere" / "x.spacy")

@@ -26,14 +26,22 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.files import atomic_directory, write_text
+from spacy_elmo.files.atomic import atomic_directory, write_text
+from spacy_elmo.files.names import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    METRICS_NAME,
+    OPTIONS_NAME,
+    SNAPSHOT_INFO,
+    WEIGHTS_NAME,
+)
 from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoint
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.export import export_model
 from spacy_elmo.pretrain.machine import describe_device
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
-from spacy_elmo.pretrain.rundir import CONFIG_NAME, read_metrics
+from spacy_elmo.pretrain.rundir import read_metrics
 
 from .wic import chosen, probe
 
@@ -80,12 +88,12 @@ def take_model(run: Path, snapshot: Optional[Path], rows: List[Dict[str, Any]],
     softmax and vocabulary included), its (step, tokens, elapsed), and its dev record (a
     snapshot's dev.json; for the checkpoint, its last dev row in metrics.jsonl)."""
     if snapshot is not None:
-        last_dev = json.loads((snapshot / "dev.json").read_text())
+        last_dev = json.loads((snapshot / SNAPSHOT_INFO).read_text())
         trained = rows_upto(rows, "train", last_dev["step"])
         last = {"step": last_dev["step"], "tokens": last_dev["tokens"],
                 "elapsed": trained[-1]["elapsed_s"] if trained else float("nan")}
         return snapshot, last, last_dev
-    checkpoint = load_checkpoint(run / "checkpoint.pt")
+    checkpoint = load_checkpoint(run / CHECKPOINT_NAME)
     export_model(model_from_checkpoint(checkpoint), checkpoint["vocab"], scratch)
     dev = rows_upto(rows, "dev", checkpoint["step"])
     return (scratch, {k: checkpoint[k] for k in ("step", "tokens", "elapsed")},
@@ -122,7 +130,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
     with atomic_directory(output) as staging, tempfile.TemporaryDirectory() as scratch:
         make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch))
-    size = (output / "weights.hdf5").stat().st_size / 2**20
+    size = (output / WEIGHTS_NAME).stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
 
 
@@ -142,9 +150,9 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
     """Write the biLM and its model card (titled `name`) into `output` (`scratch`: an
     empty directory for the checkpoint's export)."""
     about = LANGUAGES[lang]
-    rows = read_metrics(run / "metrics.jsonl")
+    rows = read_metrics(run / METRICS_NAME)
     lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
-    for file_name in ("options.json", "weights.hdf5"):
+    for file_name in (OPTIONS_NAME, WEIGHTS_NAME):
         shutil.copyfile(lm_dir / file_name, output / file_name)
     dev = rows_upto(rows, "dev", last["step"])
     bilm = load_bilm(output)

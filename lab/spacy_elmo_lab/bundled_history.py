@@ -22,10 +22,12 @@ from typing import Dict, List, Union
 import typer
 from wasabi import msg
 
-from spacy_elmo.files import atomic_write, read_json_object, write_json
+from spacy_elmo.files.atomic import atomic_write
+from spacy_elmo.files.json_io import read_json_object, write_json
+from spacy_elmo.files.names import OPTIONS_NAME, SNAPSHOT_INFO, SNAPSHOT_PREFIX, WEIGHTS_NAME
 
 # besides the model card, README.md
-FILES = ("options.json", "weights.hdf5")
+FILES = (OPTIONS_NAME, WEIGHTS_NAME)
 # the model card's rows, as scripts/bundle.py writes them (with or without thousands
 # separators): "| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens; ..." and
 # "| dev perplexity | 136.6 at step 12500 (mean of ..." or "| dev perplexity | 298.0 (mean ..."
@@ -58,7 +60,7 @@ def card_figures(card: str) -> Dict[str, Union[int, float]]:
 
 def commits(model: str, repo: Path) -> List[str]:
     """The commits that changed MODEL/weights.hdf5, oldest first."""
-    out = git("log", "--format=%H", "--reverse", "--", f"{model}/weights.hdf5", cwd=repo)
+    out = git("log", "--format=%H", "--reverse", "--", f"{model}/{WEIGHTS_NAME}", cwd=repo)
     return out.decode().split()
 
 
@@ -76,8 +78,8 @@ def main(output: Path, model: str = typer.Option(
         except ValueError as err:
             msg.warn(f"{commit[:7]}: skipped, {err}")
             continue
-        target = output / f"step_{info['step']}"
-        dev = target / "dev.json"
+        target = output / f"{SNAPSHOT_PREFIX}{info['step']}"
+        dev = target / SNAPSHOT_INFO
         if dev.exists() and read_json_object(dev, "a snapshot's dev.json").get("commit") == commit:
             msg.info(f"{target}: kept (commit {commit[:7]})")
             continue

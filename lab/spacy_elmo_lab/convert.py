@@ -27,7 +27,8 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 
-from spacy_elmo.files import atomic_write, guard_output
+from spacy_elmo.files.atomic import atomic_write
+from spacy_elmo.files.guard import guard_output
 
 from .messages import one_line_errors, user_errors
 

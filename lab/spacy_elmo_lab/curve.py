@@ -26,7 +26,9 @@ from typing import List, Optional, Tuple
 import typer
 from spacy.cli.evaluate import evaluate
 
-from spacy_elmo.files import atomic_write, write_json, write_text
+from spacy_elmo.files.atomic import atomic_write, write_text
+from spacy_elmo.files.json_io import write_json
+from spacy_elmo.files.names import SNAPSHOT_INFO, SNAPSHOT_PREFIX
 
 from .results import score
 from .wic import cached_probe, chosen
@@ -40,7 +42,7 @@ def _bilm(spec: str) -> Tuple[Path, float, Optional[int]]:
     if "=" in spec:
         path, ppl = spec.rsplit("=", 1)
         return Path(path), float(ppl), None
-    info = Path(spec) / "dev.json"
+    info = Path(spec) / SNAPSHOT_INFO
     if not info.exists():
         raise typer.BadParameter(f"{spec} has no dev.json: pass {spec}=PERPLEXITY")
     data = json.loads(info.read_text())
@@ -53,7 +55,8 @@ def _expand(specs: List[str], every: int = 0) -> List[str]:
     out: List[str] = []
     for spec in specs:
         path = Path(spec)
-        snapshots = sorted(path.glob("step_*/dev.json")) if "=" not in spec else []
+        pattern = f"{SNAPSHOT_PREFIX}*/{SNAPSHOT_INFO}"
+        snapshots = sorted(path.glob(pattern)) if "=" not in spec else []
         if not snapshots:
             out.append(spec)
             continue

@@ -18,7 +18,8 @@ from typing import IO
 
 import typer
 
-from spacy_elmo.files import atomic_write, guard_output
+from spacy_elmo.files.atomic import atomic_write
+from spacy_elmo.files.guard import guard_output
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
 from .messages import user_errors

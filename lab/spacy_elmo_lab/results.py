@@ -25,7 +25,7 @@ import numpy as np
 import spacy
 import typer
 
-from spacy_elmo.files import atomic_write, write_text
+from spacy_elmo.files.atomic import atomic_write, write_text
 from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
 from .ud import collect_ud, ud_table

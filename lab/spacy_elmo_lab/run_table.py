@@ -58,7 +58,8 @@ from typing import IO, Dict, List, Optional, Tuple
 
 import typer
 
-from spacy_elmo.files import write_json, write_text
+from spacy_elmo.files.atomic import write_text
+from spacy_elmo.files.json_io import write_json
 
 from .results import CELL_DONE, CELL_RUNNING, score
 from .table import SPLITS, TABLES, W2V_CONCAT, Cell, cell_record, finished, make_cells, recorded

@@ -26,7 +26,9 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.files import guard_output, write_json, write_text
+from spacy_elmo.files.atomic import write_text
+from spacy_elmo.files.guard import guard_output
+from spacy_elmo.files.json_io import write_json
 from spacy_elmo.validation import check_all, integer
 
 from .messages import user_errors

@@ -39,7 +39,8 @@ import typer
 from wasabi import msg
 
 from spacy_elmo.errors import ElmoError, Errors
-from spacy_elmo.files import STDOUT, atomic_write, guard_output, write_text
+from spacy_elmo.files.atomic import atomic_write, write_text
+from spacy_elmo.files.guard import STDOUT, guard_output
 from spacy_elmo.pretrain.batches import RowBuffers, TrainStreams
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import SentenceSource, iter_sentences, resolve_files

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import PathLike, read_json_object, write_json
+from ..files import PathLike
+from ..files.json_io import read_json_object, write_json
+from ..files.names import OPTIONS_NAME
 from ..validation import (
     Rule,
     boolean,
@@ -20,7 +22,6 @@ from ..validation import (
     number,
 )
 
-OPTIONS_NAME = "options.json"
 VOCABULARIES = ("bytes", "dictionary")
 PUBLISHED_FILTERS: List[Tuple[int, int]] = [
     (1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)

@@ -27,11 +27,18 @@ import h5py
 from tqdm import tqdm
 
 from ..errors import ElmoError, Errors, first_line
-from ..files import RUN_CHECKPOINT, PathLike, atomic_write
+from ..files import PathLike
+from ..files.atomic import atomic_write
+from ..files.names import (
+    CHECKPOINT_NAME,
+    MODEL_DIR,
+    OPTIONS_NAME,
+    PUBLISHED_OPTIONS_SUFFIX,
+    PUBLISHED_WEIGHTS_SUFFIX,
+    WEIGHTS_NAME,
+)
 from .efml import is_efml_dir, is_efml_file
-from .options import OPTIONS_NAME
 
-WEIGHTS_NAME = "weights.hdf5"
 FORMATS = ("auto", "allennlp", "efml")
 URL_SCHEMES = ("http://", "https://", "file://")
 CACHE_ENV = "SPACY_ELMO_CACHE"
@@ -50,9 +57,6 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 # The biLM used when no `weights` are given, per spaCy language code: a directory of DATA_DIR.
 BUNDLED = {"en": "elmo_en_small", "zh": "elmo_zh_small"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-# What `spacy-elmo pretrain` writes into a run directory (pretrain's CHECKPOINT_NAME and
-# MODEL_DIR; bilm does not import pretrain): a run is exported before it is loaded as a biLM.
-RUN_MODEL_DIR = "model"
 
 
 @dataclass(frozen=True)
@@ -133,24 +137,24 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
 
 def refuse_run(path: Path) -> None:
     """E045 when `path` is a pretraining run directory of `spacy-elmo pretrain` (it holds
-    RUN_CHECKPOINT and no weights), its checkpoint, or another file of a run: a run is no
+    CHECKPOINT_NAME and no weights), its checkpoint, or another file of a run: a run is no
     biLM until exported."""
     if path.is_dir() and _is_run(path):
         run, what = path, "a pretraining run directory"
-    elif path.is_file() and path.name == RUN_CHECKPOINT:
+    elif path.is_file() and path.name == CHECKPOINT_NAME:
         run, what = path.parent, "a pretraining run's checkpoint"
     elif path.is_file() and _is_run(path.parent):
         run, what = path.parent, "a file of a pretraining run"
     else:
         return
-    model = run / RUN_MODEL_DIR
+    model = run / MODEL_DIR
     finished = (f", or use '{model}', which the run exported when it finished"
                 if (model / WEIGHTS_NAME).exists() else "")
     raise ElmoError(Errors.E045.format(path=path, what=what, run=run, finished=finished))
 
 
 def _is_run(directory: Path) -> bool:
-    return (directory / RUN_CHECKPOINT).is_file() and not (directory / WEIGHTS_NAME).exists()
+    return (directory / CHECKPOINT_NAME).is_file() and not (directory / WEIGHTS_NAME).exists()
 
 
 def published_urls(name: str) -> Tuple[str, str]:
@@ -160,15 +164,15 @@ def published_urls(name: str) -> Tuple[str, str]:
         raise ElmoError(Errors.E061.format(name=name, names=sorted(PUBLISHED)))
     prefix = os.environ.get(URL_PREFIX_ENV) or PUBLISHED_PREFIX
     base = prefix.rstrip("/") + "/" + PUBLISHED[name]
-    return base + "_weights.hdf5", base + "_options.json"
+    return base + PUBLISHED_WEIGHTS_SUFFIX, base + PUBLISHED_OPTIONS_SUFFIX
 
 
 def options_url(weights_url: str) -> str:
     """Where a weights URL's options are: `<name>_options.json` beside
     `<name>_weights.hdf5` (AllenNLP's naming), else `options.json` beside the weights."""
     base, _, name = weights_url.split("?")[0].rpartition("/")
-    if name.endswith("_weights.hdf5"):
-        return f"{base}/{name[: -len('_weights.hdf5')]}_options.json"
+    if name.endswith(PUBLISHED_WEIGHTS_SUFFIX):
+        return f"{base}/{name.removesuffix(PUBLISHED_WEIGHTS_SUFFIX)}{PUBLISHED_OPTIONS_SUFFIX}"
     return f"{base}/{OPTIONS_NAME}"
 
 
@@ -251,9 +255,9 @@ def options_beside(weights: Path) -> List[Path]:
     """Where the options of a weights file are looked for, in order: AllenNLP's
     `<name>_options.json` beside `<name>_weights.hdf5`, then `options.json`."""
     candidates = [weights.with_name(OPTIONS_NAME)]
-    if weights.name.endswith("_weights.hdf5"):
-        candidates.insert(0, weights.with_name(
-            weights.name[: -len("_weights.hdf5")] + "_options.json"))
+    if weights.name.endswith(PUBLISHED_WEIGHTS_SUFFIX):
+        stem = weights.name.removesuffix(PUBLISHED_WEIGHTS_SUFFIX)
+        candidates.insert(0, weights.with_name(stem + PUBLISHED_OPTIONS_SUFFIX))
     return candidates
 
 

@@ -14,13 +14,16 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors, damaged
-from ..files import HDF5Writer, PathLike, atomic_write
+from ..files import PathLike
+from ..files.atomic import atomic_write
+from ..files.hdf5 import HDF5Writer
+from ..files.names import OPTIONS_NAME, WEIGHTS_NAME
 from .efml import load_efml
 from .finite import check_finite
 from .lstm import ProjectedLSTMLayer
 from .model import BiLM
-from .options import OPTIONS_NAME, BiLMOptions
-from .sources import WEIGHTS_NAME, BiLMFiles, locate
+from .options import BiLMOptions
+from .sources import BiLMFiles, locate
 
 
 def _hdf5_names(options: BiLMOptions) -> Iterator[Tuple[str, Tuple[int, ...]]]:

@@ -23,7 +23,9 @@ from ..bilm.stamp import content_digest
 from ..bilm.weights import load_bilm
 from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import PathLike, Terminated, guard_output
+from ..files import PathLike
+from ..files.guard import guard_output
+from ..files.signals import Terminated
 from ..validation import check_all, integer, thread_count
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed_files import STDIN, count_lines, read_lines, write_embeddings

@@ -15,7 +15,9 @@ import h5py
 import numpy as np
 
 from ..errors import ElmoError, Errors
-from ..files import HDF5Writer, PathLike, atomic_write
+from ..files import PathLike
+from ..files.atomic import atomic_write
+from ..files.hdf5 import HDF5Writer
 
 SENTENCE_INDEX = "sentence_to_index"
 

@@ -8,7 +8,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors
-from ..files import STDOUT
+from ..files.guard import STDOUT
 from .common import app, fail
 
 

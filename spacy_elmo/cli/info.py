@@ -11,7 +11,7 @@ import torch
 import typer
 from wasabi import msg
 
-from ..bilm.efml import CHAR_DIC, ENCODER, TOKEN_EMBEDDER, WORD_DIC, read_efml
+from ..bilm.efml import read_efml
 from ..bilm.hardware import ALLOW_EMULATED_BF16, cpu_isa, cpu_model, native_bf16
 from ..bilm.int8 import int8_engine
 from ..bilm.options import BiLMOptions
@@ -19,16 +19,18 @@ from ..bilm.sources import locate
 from ..bilm.weights import read_hdf5
 from ..errors import ElmoError
 from ..files import PathLike
+from ..files.names import EFML_CHAR_DIC, EFML_ENCODER, EFML_TOKEN_EMBEDDER, EFML_WORD_DIC
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 
 PARTS = (("char embedding", "char_embed"), ("char CNN", "CNN/"), ("highway", "CNN_high_"),
          ("projection", "CNN_proj/"), ("LSTM forward", "RNN_0/"), ("LSTM backward", "RNN_1/"))
-EFML_PARTS = (("word embedding", TOKEN_EMBEDDER, "word_emb_layer."),
-              ("char embedding", TOKEN_EMBEDDER, "char_emb_layer."),
-              ("char CNN", TOKEN_EMBEDDER, "convolutions."),
-              ("highway", TOKEN_EMBEDDER, "highways."),
-              ("projection", TOKEN_EMBEDDER, "projection."),
-              ("LSTM forward", ENCODER, "forward_"), ("LSTM backward", ENCODER, "backward_"))
+EFML_PARTS = (("word embedding", EFML_TOKEN_EMBEDDER, "word_emb_layer."),
+              ("char embedding", EFML_TOKEN_EMBEDDER, "char_emb_layer."),
+              ("char CNN", EFML_TOKEN_EMBEDDER, "convolutions."),
+              ("highway", EFML_TOKEN_EMBEDDER, "highways."),
+              ("projection", EFML_TOKEN_EMBEDDER, "projection."),
+              ("LSTM forward", EFML_ENCODER, "forward_"),
+              ("LSTM backward", EFML_ENCODER, "backward_"))
 
 
 @app.command("info")
@@ -107,10 +109,11 @@ def _describe_efml(directory: Path, network_config: Optional[Path]
     if not opts.word_dim:
         del counts["word embedding"]
     counts["total"] = sum(t.numel() for state in states.values() for t in state.values())
+    chars, words = len(dictionary.chars), len(dictionary.words)
     files = [("format", "ELMoForManyLangs"),
              ("network config", model.network_config),
-             (CHAR_DIC, f"{directory / CHAR_DIC} ({len(dictionary.chars):,} entries)")]
-    if dictionary.words:
-        files.append((WORD_DIC, f"{directory / WORD_DIC} ({len(dictionary.words):,} entries)"))
-    files += [(name, str(directory / name)) for name in (TOKEN_EMBEDDER, ENCODER)]
+             (EFML_CHAR_DIC, f"{directory / EFML_CHAR_DIC} ({chars:,} entries)")]
+    if words:
+        files.append((EFML_WORD_DIC, f"{directory / EFML_WORD_DIC} ({words:,} entries)"))
+    files += [(name, str(directory / name)) for name in (EFML_TOKEN_EMBEDDER, EFML_ENCODER)]
     return opts, counts, files

@@ -12,7 +12,9 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import STDOUT, Terminated, guard_output, write_text
+from ..files.atomic import write_text
+from ..files.guard import STDOUT, guard_output
+from ..files.signals import Terminated
 from ..pretrain import settings
 from ..pretrain.config import CONFIG_SUFFIXES, PretrainConfig, default_settings
 from ..pretrain.stopping import Aborted

@@ -17,9 +17,10 @@ from ..bilm.options import BiLMOptions
 from ..bilm.weights import is_hdf5
 from ..checksums import content_sha256 as content_checksum
 from ..errors import ElmoError, Errors, first_line
-from ..files import RUN_CHECKPOINT, PathLike, atomic_write
+from ..files import PathLike
+from ..files.atomic import atomic_write
+from ..files.names import CHECKPOINT_NAME
 
-CHECKPOINT_NAME = RUN_CHECKPOINT
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry
 # (computed by spacy_elmo.checksums); some of spacy-elmo 0.1 carried one over their tensors

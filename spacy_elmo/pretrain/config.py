@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..bilm.precision import TRAINING_PRECISIONS
 from ..errors import ElmoError, Errors
-from ..files import read_json_object
+from ..files.json_io import read_json_object
 from ..validation import (
     boolean,
     check_all,

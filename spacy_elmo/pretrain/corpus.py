@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import model_or_run
+from ..files.guard import model_or_run
 from .stopping import stop_point
 
 TEXT_SUFFIXES = (".txt", ".gz", ".xz", ".text", ".raw")
@@ -50,7 +50,7 @@ def resolve_files(patterns: Sequence[str], *, exclude: Optional[Path] = None,
     """Every file named by the patterns (files, globs, directories), in a stable order: the
     one rule for text inputs (`what`: the setting, for errors). An empty pattern is an
     error (E165: it would name the working directory). No file inside a pretraining run or
-    a biLM directory (`files.model_or_run`) is ever text: directories and globs leave them
+    a biLM directory (`files.guard.model_or_run`) is ever text: directories and globs leave them
     out (W026 names them), and one named as such is refused (E166). The files of `exclude`
     (a run's own directory, which may not exist yet) are left out likewise, but one named as
     such is kept (the run directory's checks refuse it)."""

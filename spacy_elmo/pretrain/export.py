@@ -1,6 +1,6 @@
 """A trained biLM language model as files: the published layout (options.json +
 weights.hdf5) with the vocabulary and the softmax beside it; snapshots of a run; reading
-that softmax back. An export directory is written whole (`files.atomic_directory`): a
+that softmax back. An export directory is written whole (`files.atomic.atomic_directory`): a
 failure leaves the previous one as it was, and weights that are not finite are never
 written."""
 
@@ -17,19 +17,27 @@ import torch
 
 from ..bilm import finite
 from ..bilm.lm import BiLanguageModel
-from ..bilm.options import OPTIONS_NAME
-from ..bilm.sources import WEIGHTS_NAME
 from ..bilm.weights import save_bilm, write_hdf5
 from ..errors import ElmoError, Errors, damaged
-from ..files import LOCK_NAME, DirectoryLock, PathLike, atomic_directory, is_temporary, write_json
-from .checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint, model_from_checkpoint
-from .vocab import VOCAB_NAME, Vocab
-
-SOFTMAX_NAME = "softmax.hdf5"
-# the files of an export: one of them in a directory is a model there
-EXPORT_FILES = (OPTIONS_NAME, WEIGHTS_NAME, VOCAB_NAME, SOFTMAX_NAME)
-SNAPSHOT_DIR = "snapshots"
-SNAPSHOT_INFO = "dev.json"
+from ..files import PathLike
+from ..files.atomic import atomic_directory
+from ..files.json_io import write_json
+from ..files.lock import DirectoryLock
+from ..files.names import (
+    CHECKPOINT_NAME,
+    EXPORT_FILES,
+    LOCK_NAME,
+    OPTIONS_NAME,
+    SNAPSHOT_DIR,
+    SNAPSHOT_INFO,
+    SNAPSHOT_PREFIX,
+    SOFTMAX_NAME,
+    VOCAB_NAME,
+    WEIGHTS_NAME,
+)
+from ..files.temporary import is_temporary
+from .checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint
+from .vocab import Vocab
 
 
 def export(checkpoint: PathLike, directory: PathLike, *, overwrite: bool = False
@@ -146,6 +154,6 @@ def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step
                    record: Dict[str, Any]) -> Path:
     """Export the model as `<run_dir>/snapshots/step_NNNNNNN/` with `dev.json` (`record`:
     step, tokens, dev perplexity) beside it, written whole as every export is."""
-    final = run_dir / SNAPSHOT_DIR / f"step_{step:07d}"
+    final = run_dir / SNAPSHOT_DIR / f"{SNAPSHOT_PREFIX}{step:07d}"
     export_model(model, vocab, final, info=record)
     return final

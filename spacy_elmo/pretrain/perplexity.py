@@ -15,16 +15,24 @@ from ..bilm.lstm import LSTMState
 from ..bilm.sources import locate
 from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
-from ..files import STDOUT, check_writable_path, guard_output, write_json
+from ..files.guard import STDOUT, check_writable_path, guard_output
+from ..files.json_io import write_json
+from ..files.names import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    MODEL_DIR,
+    SNAPSHOT_DIR,
+    SOFTMAX_NAME,
+    VOCAB_NAME,
+)
 from ..validation import check_all, integer, regex, thread_count
 from .batches import BatchMaker, dev_batches
-from .checkpoint import CHECKPOINT_NAME
 from .config import PretrainConfig
 from .corpus import TextSettings, iter_sentences, resolve_files, warn_undecodable
-from .export import SNAPSHOT_DIR, SOFTMAX_NAME, read_softmax
-from .rundir import CONFIG_NAME, MODEL_DIR, recorded
+from .export import read_softmax
+from .rundir import recorded
 from .stopping import stop_point
-from .vocab import VOCAB_NAME, Vocab
+from .vocab import Vocab
 
 # How `spacy-elmo perplexity` batches the text of a model that is in no run
 DEFAULT_ROWS = 64

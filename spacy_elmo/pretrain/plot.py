@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..files import atomic_write
+from ..files.atomic import atomic_write
 from .rundir import read_metrics
 
 

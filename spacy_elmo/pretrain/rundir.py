@@ -10,20 +10,25 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import LOCK_NAME, DirectoryLock, is_temporary, sweep_stale, write_text
-from .checkpoint import CHECKPOINT_NAME
+from ..files.atomic import write_text
+from ..files.lock import DirectoryLock
+from ..files.names import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    LOCK_NAME,
+    MODEL_DIR,
+    RUN_DIRS,
+    RUN_FILES,
+    SNAPSHOT_DIR,
+    SNAPSHOT_PREFIX,
+    WEIGHTS_NAME,
+)
+from ..files.temporary import is_temporary, sweep_stale
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import pattern_holding, resolve_files
-from .export import SNAPSHOT_DIR
 from .settings import Override
-from .vocab import VOCAB_NAME, Vocab
+from .vocab import Vocab
 
-CONFIG_NAME = "config.json"
-METRICS_NAME = "metrics.jsonl"
-CURVES_NAME = "curves.png"
-MODEL_DIR = "model"
-RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, CURVES_NAME, VOCAB_NAME)
-RUN_DIRS = (MODEL_DIR, SNAPSHOT_DIR)
 # What makes a directory hold a run worth keeping: a start that failed before its first
 # checkpoint leaves only vocab.txt, config.json or metrics, which a new start replaces.
 RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
@@ -82,11 +87,13 @@ def resumable(out: Path) -> bool:
     E173 names its latest export to start a new run from."""
     if (out / CHECKPOINT_NAME).exists():
         return True
-    steps = sorted((d for d in (out / SNAPSHOT_DIR).glob("step_*")
-                    if d.name[5:].isdigit() and (d / "weights.hdf5").is_file()),
-                   key=lambda d: int(d.name[5:])) if (out / SNAPSHOT_DIR).is_dir() else []
+    steps = sorted((d for d in (out / SNAPSHOT_DIR).glob(f"{SNAPSHOT_PREFIX}*")
+                    if d.name.removeprefix(SNAPSHOT_PREFIX).isdigit()
+                    and (d / WEIGHTS_NAME).is_file()),
+                   key=lambda d: int(d.name.removeprefix(SNAPSHOT_PREFIX))
+                   ) if (out / SNAPSHOT_DIR).is_dir() else []
     latest = steps[-1] if steps else out / MODEL_DIR
-    if (latest / "weights.hdf5").is_file():
+    if (latest / WEIGHTS_NAME).is_file():
         raise ElmoError(Errors.E173.format(path=out, name=CHECKPOINT_NAME, latest=latest))
     return False
 
@@ -100,7 +107,7 @@ def _leftover(entry: Path) -> bool:
 
 
 class RunLock:
-    """The lock of a run directory (`files.DirectoryLock`), taken by the process that
+    """The lock of a run directory (`files.lock.DirectoryLock`), taken by the process that
     writes the run (rank 0 under torchrun; `active` False on the others): `take` when the
     directory exists (again after creating it), held until the `with` block ends, however
     it ends. A second writer is refused (E071) naming the holder."""

@@ -22,10 +22,19 @@ from ..bilm.precision import check_precision
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files import make_directory, write_json
+from ..files.atomic import make_directory
+from ..files.json_io import write_json
+from ..files.names import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    CURVES_NAME,
+    METRICS_NAME,
+    MODEL_DIR,
+    VOCAB_NAME,
+)
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
-from .checkpoint import CHECKPOINT_NAME, load_checkpoint, model_from_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings
 from .export import Softmax, check_finite, export_model, read_softmax, write_snapshot
@@ -35,10 +44,6 @@ from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences
 from .plot import draw_curves
 from .rundir import (
-    CONFIG_NAME,
-    CURVES_NAME,
-    METRICS_NAME,
-    MODEL_DIR,
     RunLock,
     check_inputs,
     check_optimizer,
@@ -53,7 +58,7 @@ from .rundir import (
     warn_inside_corpus,
 )
 from .stopping import StopRequested, StopSignal
-from .vocab import VOCAB_NAME, Vocab, check_vocab, choose_vocab
+from .vocab import Vocab, check_vocab, choose_vocab
 
 
 @dataclass

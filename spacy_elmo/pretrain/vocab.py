@@ -8,13 +8,12 @@ from typing import Dict, List, Optional, Sequence
 
 from ..bilm.chars import BOS_TOKEN, EOS_TOKEN
 from ..errors import ElmoError, Errors
-from ..files import write_text
+from ..files.atomic import write_text
 from .config import PretrainConfig
 from .corpus import TextSettings, iter_sentences, warn_undecodable
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
-VOCAB_NAME = "vocab.txt"
 
 
 class Vocab:

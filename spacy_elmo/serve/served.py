@@ -27,6 +27,7 @@ from ..bilm.embedder import Embedder, mix_layers, reduce_layers
 from ..bilm.windows import MAX_BATCH_TOKENS
 from ..checksums import tensors_sha256
 from ..errors import ElmoError, Errors, first_line
+from ..files.names import PIPELINE_CONFIG, PIPELINE_META
 from ..pipeline.component import ElmoComponent
 from ..pipeline.elmo_model import get_holder
 from .inputs import ClientError, EmbedJob, ParseJob, check_tokens
@@ -52,7 +53,8 @@ class Parsed:
 
 def is_pipeline_dir(path: Path) -> bool:
     """A saved spaCy pipeline: a directory with config.cfg and meta.json."""
-    return path.is_dir() and (path / "config.cfg").is_file() and (path / "meta.json").is_file()
+    return (path.is_dir() and (path / PIPELINE_CONFIG).is_file()
+            and (path / PIPELINE_META).is_file())
 
 
 def open_served(source: Optional[str], *, options: Optional[str] = None,

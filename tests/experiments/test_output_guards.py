@@ -1,4 +1,4 @@
-"""Every script that writes a file checks its outputs first (spacy_elmo.files.guard_output):
+"""Every script that writes a file checks its outputs first (spacy_elmo.files.guard.guard_output):
 an output that is one of its inputs is refused (E025), even with --overwrite, and an
 existing output is refused without --overwrite (E026); each refusal is one line and exit
 status 1, with the files left as they were."""

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.files import LOCK_NAME, DirectoryLock
+from spacy_elmo.files.lock import DirectoryLock
+from spacy_elmo.files.names import LOCK_NAME
 from spacy_elmo.pretrain import trainer as trainer_module
 from spacy_elmo.pretrain.checkpoint import load_checkpoint
 from spacy_elmo.pretrain.trainer import Trainer, train
