@@ -1,5 +1,5 @@
-"""The docs cannot drift: every relative link and anchor in README.md, CHANGELOG.md and
-docs/*.md resolves, and every CLI flag, config file, config override, registered name,
+"""The docs cannot drift: every relative link and anchor in README.md, CONTRIBUTING.md,
+CHANGELOG.md and docs/*.md resolves, and every CLI flag, config file, config override, registered name,
 component setting and project command they name exists.
 
 What counts as a claim: links anywhere in the prose; commands only in code (inline spans
@@ -31,8 +31,8 @@ SEPARATORS = {"&&", "||", "|", ";", "&"}
 
 
 def doc_files(root: Path) -> List[Path]:
-    """README.md, CHANGELOG.md and docs/*.md under `root`."""
-    files = [root / "README.md", root / "CHANGELOG.md"]
+    """README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md under `root`."""
+    files = [root / "README.md", root / "CONTRIBUTING.md", root / "CHANGELOG.md"]
     return [f for f in files if f.exists()] + sorted((root / "docs").glob("*.md"))
 
 

@@ -1,4 +1,4 @@
-"""scripts/bundle_bilm.py: a run becomes a language's bundled biLM with its model card."""
+"""scripts/bundle.py: a run becomes a language's bundled biLM with its model card."""
 
 import json
 import re
