@@ -17,13 +17,11 @@ import pytest
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.files import atomic as atomic_module
-from spacy_elmo.files.atomic import atomic_directory, atomic_write
-from spacy_elmo.files.disk_full import DiskFull
+from spacy_elmo.files.atomic import DiskFull, atomic_directory, atomic_write, sweep_stale
 from spacy_elmo.files.hdf5 import HDF5Writer
 from spacy_elmo.files.lock import DirectoryLock
 from spacy_elmo.files.names import LOCK_NAME
 from spacy_elmo.files.signals import Terminated
-from spacy_elmo.files.temporary import sweep_stale
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -40,16 +40,8 @@ import torch
 from torch import nn
 
 from ..errors import ElmoError, Errors, damaged, first_line
-from ..files import PathLike
+from ..files import PathLike, names
 from ..files.json_io import read_json_object
-from ..files.names import (
-    EFML_CHAR_DIC,
-    EFML_CONFIG,
-    EFML_ENCODER,
-    EFML_FILES,
-    EFML_TOKEN_EMBEDDER,
-    EFML_WORD_DIC,
-)
 from ..validation import check, integer
 from .dictionary import TokenDictionary, check_entries
 from .finite import check_finite
@@ -76,13 +68,13 @@ RELEASED_CONFIG: Dict[str, Any] = {
 def is_efml_dir(path: PathLike) -> bool:
     """A directory with at least one of the files of an EFML model."""
     path = Path(path)
-    return path.is_dir() and any((path / name).exists() for name in EFML_FILES)
+    return path.is_dir() and any((path / name).exists() for name in names.EFML_FILES)
 
 
 def is_efml_file(path: PathLike) -> bool:
     """One of the files of an EFML model directory (the directory is meant)."""
     path = Path(path)
-    return path.is_file() and path.name in EFML_FILES and is_efml_dir(path.parent)
+    return path.is_file() and path.name in names.EFML_FILES and is_efml_dir(path.parent)
 
 
 def read_network_config(directory: Path, network_config: Optional[PathLike] = None
@@ -95,11 +87,11 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
     if network_config is not None:
         path = Path(network_config)
         return read_json_object(path, "an EFML network config"), str(path)
-    run_config = read_json_object(_required(directory, EFML_CONFIG, "the run configuration"),
+    run_config = read_json_object(_required(directory, names.EFML_CONFIG, "the run configuration"),
                             "an EFML config.json")
     name = run_config.get("config_path")
     if not isinstance(name, str) or not name:
-        raise ElmoError(Errors.E033.format(path=directory / EFML_CONFIG, key="config_path",
+        raise ElmoError(Errors.E033.format(path=directory / names.EFML_CONFIG, key="config_path",
                                            what="the network config's file name",
                                            value=name))
     base = os.path.basename(name.replace("\\", "/"))
@@ -109,7 +101,7 @@ def read_network_config(directory: Path, network_config: Optional[PathLike] = No
             return read_json_object(path, "an EFML network config"), str(path)
     if base == RELEASED_CONFIG_NAME:
         return RELEASED_CONFIG, f"{RELEASED_CONFIG_NAME} (built in)"
-    raise ElmoError(Errors.E032.format(config=directory / EFML_CONFIG, name=name,
+    raise ElmoError(Errors.E032.format(config=directory / names.EFML_CONFIG, name=name,
                                        tried=", ".join(str(p) for p in tried)))
 
 
@@ -350,24 +342,24 @@ def read_efml(directory: PathLike, network_config: Optional[PathLike] = None) ->
     if not directory.is_dir():
         raise ElmoError(Errors.E030.format(path=directory))
     network, source = read_network_config(directory, network_config)
-    char_path = _required(directory, EFML_CHAR_DIC, "the character dictionary")
+    char_path = _required(directory, names.EFML_CHAR_DIC, "the character dictionary")
     chars = read_dictionary(char_path)
     check_entries("character", chars, str(char_path))
     tokens = network.get("token_embedder")
     word_dim = tokens.get("word_dim") if isinstance(tokens, dict) else None
     words: Tuple[str, ...] = ()
     if word_dim:
-        word_path = _required(directory, EFML_WORD_DIC,
+        word_path = _required(directory, names.EFML_WORD_DIC,
                               f"the word dictionary; the network config has word_dim {word_dim}")
         words = read_dictionary(word_path)
         check_entries("word", words, str(word_path))
     options = efml_options(network, source, len(chars), len(words))
-    sizes = (f"the network config ({source}), {EFML_CHAR_DIC} ({len(chars)} entries)"
-             + (f" and {EFML_WORD_DIC} ({len(words)} entries)" if words else ""))
+    sizes = (f"the network config ({source}), {names.EFML_CHAR_DIC} ({len(chars)} entries)"
+             + (f" and {names.EFML_WORD_DIC} ({len(words)} entries)" if words else ""))
     states: Dict[str, Dict[str, torch.Tensor]] = {}
-    for name, part, shapes in ((EFML_TOKEN_EMBEDDER, "token embedder",
+    for name, part, shapes in ((names.EFML_TOKEN_EMBEDDER, "token embedder",
                                 token_embedder_shapes(options)),
-                               (EFML_ENCODER, "encoder", encoder_shapes(options))):
+                               (names.EFML_ENCODER, "encoder", encoder_shapes(options))):
         path = _required(directory, name, f"the {part} weights")
         state = read_state_dict(path, part, source)
         check_state(state, shapes, path, part, source, sizes)
@@ -383,7 +375,7 @@ def load_efml(directory: PathLike, network_config: Optional[PathLike] = None,
     that is neither in the directory nor the released models' (built in)."""
     model = read_efml(directory, network_config)
     bilm = BiLM(model.options, word_cache_size=word_cache_size, dictionary=model.dictionary)
-    load_state(bilm, model.states[EFML_TOKEN_EMBEDDER], model.states[EFML_ENCODER])
+    load_state(bilm, model.states[names.EFML_TOKEN_EMBEDDER], model.states[names.EFML_ENCODER])
     return bilm.eval()
 
 

@@ -36,8 +36,3 @@ def guard_forks() -> None:
         return
     _registered = True
     os.register_at_fork(after_in_child=_one_thread_in_child)
-
-
-def forks_guarded() -> bool:
-    """Whether the handler is registered in this process."""
-    return _registered

@@ -27,16 +27,8 @@ import h5py
 from tqdm import tqdm
 
 from ..errors import ElmoError, Errors, first_line
-from ..files import PathLike
+from ..files import PathLike, names
 from ..files.atomic import atomic_write
-from ..files.names import (
-    CHECKPOINT_NAME,
-    MODEL_DIR,
-    OPTIONS_NAME,
-    PUBLISHED_OPTIONS_SUFFIX,
-    PUBLISHED_WEIGHTS_SUFFIX,
-    WEIGHTS_NAME,
-)
 from .efml import is_efml_dir, is_efml_file
 
 FORMATS = ("auto", "allennlp", "efml")
@@ -137,24 +129,25 @@ def locate(weights: Optional[PathLike], options: Optional[PathLike] = None, *,
 
 def refuse_run(path: Path) -> None:
     """E045 when `path` is a pretraining run directory of `spacy-elmo pretrain` (it holds
-    CHECKPOINT_NAME and no weights), its checkpoint, or another file of a run: a run is no
+    checkpoint.pt and no weights), its checkpoint, or another file of a run: a run is no
     biLM until exported."""
     if path.is_dir() and _is_run(path):
         run, what = path, "a pretraining run directory"
-    elif path.is_file() and path.name == CHECKPOINT_NAME:
+    elif path.is_file() and path.name == names.CHECKPOINT_NAME:
         run, what = path.parent, "a pretraining run's checkpoint"
     elif path.is_file() and _is_run(path.parent):
         run, what = path.parent, "a file of a pretraining run"
     else:
         return
-    model = run / MODEL_DIR
+    model = run / names.MODEL_DIR
     finished = (f", or use '{model}', which the run exported when it finished"
-                if (model / WEIGHTS_NAME).exists() else "")
+                if (model / names.WEIGHTS_NAME).exists() else "")
     raise ElmoError(Errors.E045.format(path=path, what=what, run=run, finished=finished))
 
 
 def _is_run(directory: Path) -> bool:
-    return (directory / CHECKPOINT_NAME).is_file() and not (directory / WEIGHTS_NAME).exists()
+    return ((directory / names.CHECKPOINT_NAME).is_file()
+            and not (directory / names.WEIGHTS_NAME).exists())
 
 
 def published_urls(name: str) -> Tuple[str, str]:
@@ -164,16 +157,17 @@ def published_urls(name: str) -> Tuple[str, str]:
         raise ElmoError(Errors.E061.format(name=name, names=sorted(PUBLISHED)))
     prefix = os.environ.get(URL_PREFIX_ENV) or PUBLISHED_PREFIX
     base = prefix.rstrip("/") + "/" + PUBLISHED[name]
-    return base + PUBLISHED_WEIGHTS_SUFFIX, base + PUBLISHED_OPTIONS_SUFFIX
+    return base + names.PUBLISHED_WEIGHTS_SUFFIX, base + names.PUBLISHED_OPTIONS_SUFFIX
 
 
 def options_url(weights_url: str) -> str:
     """Where a weights URL's options are: `<name>_options.json` beside
     `<name>_weights.hdf5` (AllenNLP's naming), else `options.json` beside the weights."""
     base, _, name = weights_url.split("?")[0].rpartition("/")
-    if name.endswith(PUBLISHED_WEIGHTS_SUFFIX):
-        return f"{base}/{name.removesuffix(PUBLISHED_WEIGHTS_SUFFIX)}{PUBLISHED_OPTIONS_SUFFIX}"
-    return f"{base}/{OPTIONS_NAME}"
+    if name.endswith(names.PUBLISHED_WEIGHTS_SUFFIX):
+        stem = name.removesuffix(names.PUBLISHED_WEIGHTS_SUFFIX)
+        return f"{base}/{stem}{names.PUBLISHED_OPTIONS_SUFFIX}"
+    return f"{base}/{names.OPTIONS_NAME}"
 
 
 def fetch_options_beside(weights_url: str) -> Path:
@@ -202,7 +196,7 @@ def bundled(lang: str, where: str = "pipeline") -> Path:
         raise ElmoError(Errors.E064.format(lang=lang, languages=sorted(BUNDLED),
                                            give=GIVE_WEIGHTS[where]))
     directory = DATA_DIR / BUNDLED[lang]
-    if not (directory / WEIGHTS_NAME).exists():
+    if not (directory / names.WEIGHTS_NAME).exists():
         raise ElmoError(Errors.E065.format(lang=lang, path=directory))
     return directory
 
@@ -214,8 +208,8 @@ def detect_format(path: PathLike) -> str:
     path = Path(path)
     if is_efml_file(path):
         return "efml"
-    if (path.is_dir() and not (path / WEIGHTS_NAME).exists()
-            and not (path / OPTIONS_NAME).exists()):
+    if (path.is_dir() and not (path / names.WEIGHTS_NAME).exists()
+            and not (path / names.OPTIONS_NAME).exists()):
         if is_efml_dir(path):
             return "efml"
         raise ElmoError(Errors.E030.format(path=path))
@@ -233,9 +227,9 @@ def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
     weights = Path(weights)
     if weights.is_dir():
         directory = weights
-        weights = directory / WEIGHTS_NAME
+        weights = directory / names.WEIGHTS_NAME
         if not weights.exists():
-            raise ElmoError(Errors.E008.format(path=directory, name=WEIGHTS_NAME))
+            raise ElmoError(Errors.E008.format(path=directory, name=names.WEIGHTS_NAME))
     if not weights.exists():
         raise ElmoError(Errors.E001.format(path=weights, cwd=Path.cwd()))
     if options is None:
@@ -254,10 +248,10 @@ def resolve_paths(weights: PathLike, options: Optional[PathLike] = None
 def options_beside(weights: Path) -> List[Path]:
     """Where the options of a weights file are looked for, in order: AllenNLP's
     `<name>_options.json` beside `<name>_weights.hdf5`, then `options.json`."""
-    candidates = [weights.with_name(OPTIONS_NAME)]
-    if weights.name.endswith(PUBLISHED_WEIGHTS_SUFFIX):
-        stem = weights.name.removesuffix(PUBLISHED_WEIGHTS_SUFFIX)
-        candidates.insert(0, weights.with_name(stem + PUBLISHED_OPTIONS_SUFFIX))
+    candidates = [weights.with_name(names.OPTIONS_NAME)]
+    if weights.name.endswith(names.PUBLISHED_WEIGHTS_SUFFIX):
+        stem = weights.name.removesuffix(names.PUBLISHED_WEIGHTS_SUFFIX)
+        candidates.insert(0, weights.with_name(stem + names.PUBLISHED_OPTIONS_SUFFIX))
     return candidates
 
 
@@ -357,10 +351,10 @@ def _weights_problem(path: Path) -> Optional[str]:
         with h5py.File(path, "r") as f:
             if not isinstance(f.get("char_embed"), h5py.Dataset):
                 return "it has no dataset 'char_embed'"
-            names: List[str] = []
-            f.visititems(lambda name, obj: names.append(name)
+            datasets: List[str] = []
+            f.visititems(lambda name, obj: datasets.append(name)
                          if isinstance(obj, h5py.Dataset) else None)
-            for name in names:
+            for name in datasets:
                 f[name][...]
     except (OSError, KeyError, ValueError, RuntimeError) as err:
         return first_line(err)

@@ -1,6 +1,6 @@
-"""Files: their names (`names`), writing them whole or not at all (`atomic`, `hdf5`, `json_io`,
-with `temporary`, `disk_full` and `signals` behind it), the check before a command writes
-one (`guard`) and the lock that keeps a second writer out of a directory (`lock`)."""
+"""Files: their names (`names`), writing them whole or not at all (`atomic`, with `hdf5` and
+`json_io` on top and `signals` behind it), the check before a command writes one (`guard`)
+and the lock that keeps a second writer out of a directory (`lock`)."""
 
 from __future__ import annotations
 

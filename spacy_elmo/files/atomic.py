@@ -1,24 +1,35 @@
 """Writing a file or a directory whole or not at all: a temporary one beside the target,
 renamed over it when complete and removed on every other path (an exception, Ctrl-C, SIGTERM
-or SIGHUP: `signals`, a full disk: `disk_full`). Every file spacy-elmo writes goes through
-`atomic_write`; a directory (an export, a snapshot) through `atomic_directory`."""
+or SIGHUP: `signals`; a full disk, reported as such: E024). Every file spacy-elmo writes goes
+through `atomic_write`; a directory (an export, a snapshot) through `atomic_directory`.
+Temporary names carry the host and the process id, so that a later write into the same
+directory removes those a killed process (SIGKILL, a power loss) left behind."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
+import re
 import shutil
+import socket
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from ..errors import ElmoError, Errors
-from .disk_full import cannot_write, raise_if_full
 from .signals import signals_raise
-from .temporary import sweep_stale, temporary_prefix
+
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+_TMP_NAME = re.compile(r"\.tmp-([0-9a-f]{8})-(\d+)-")
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(ElmoError):
+    """A write failed because the disk (or the user's quota) is full."""
 
 
 @contextmanager
@@ -26,27 +37,14 @@ def atomic_write(path: Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `path`; when the block succeeds it replaces `path`
     (with the mode a new file gets under the umask), and in any case it is gone after.
     A full disk raises `DiskFull`; other errors pass through."""
-    path = Path(path)
-    make_directory(path.parent, path)
-    sweep_stale(path.parent)
-    try:
-        fd, name = tempfile.mkstemp(prefix=temporary_prefix(), suffix=suffix, dir=path.parent)
-    except OSError as err:
-        raise cannot_write(err, path) from None
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        with signals_raise():
-            yield tmp
-            _make_public(tmp, 0o666)  # mkstemp made it private
-            _fsync(tmp)  # the data is on disk before the name points at it
-            os.replace(tmp, path)
-    except (OSError, RuntimeError) as err:
-        raise_if_full(err, path)
-        raise
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+
+    def make(directory: Path) -> Path:
+        fd, name = tempfile.mkstemp(prefix=_prefix(), suffix=suffix, dir=directory)
+        os.close(fd)
+        return Path(name)
+
+    with _atomic(Path(path), make, 0o666, os.replace) as tmp:
+        yield tmp
 
 
 @contextmanager
@@ -56,24 +54,41 @@ def atomic_directory(path: Path) -> Iterator[Path]:
     until the new one is complete (on Linux the two are exchanged in one step; elsewhere
     the old one is renamed aside for a moment). In any case no temporary directory is left
     after; a full disk raises `DiskFull`, as `atomic_write` does."""
-    path = Path(path)
+
+    def make(directory: Path) -> Path:
+        return Path(tempfile.mkdtemp(prefix=_prefix(), dir=directory))
+
+    with _atomic(Path(path), make, 0o777, _replace_directory) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _atomic(path: Path, make: Callable[[Path], Path], mode: int,
+            replace: Callable[[Path, Path], None]) -> Iterator[Path]:
+    """The steps of both: `make` a temporary beside `path`, yield it, give it `mode` under
+    the umask (mkstemp and mkdtemp make them private), sync it (its data or entries are on
+    disk before the name points at it) and `replace` `path` with it; remove it otherwise."""
     make_directory(path.parent, path)
     sweep_stale(path.parent)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(), dir=path.parent))
+        tmp = make(path.parent)
     except OSError as err:
         raise cannot_write(err, path) from None
     try:
         with signals_raise():
             yield tmp
-            _make_public(tmp, 0o777)  # mkdtemp made it private
-            _fsync(tmp)  # its entries are on disk before the name points at it
-            _replace_directory(tmp, path)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, mode & ~umask)
+            _fsync(tmp)
+            replace(tmp, path)
     except (OSError, RuntimeError) as err:
-        raise_if_full(err, path)
+        full = _disk_full(err, path)
+        if full is not None:
+            raise full from err
         raise
     finally:
-        if tmp.is_symlink():  # what an exchange with a link to a directory leaves
+        if tmp.is_symlink() or tmp.is_file():  # a link: what an exchange with one leaves
             tmp.unlink()
         elif os.path.lexists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
@@ -93,6 +108,38 @@ def make_directory(directory: Path, target: Optional[Path] = None) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise cannot_write(err, Path(target or directory)) from None
+
+
+def cannot_write(err: OSError, path: Path) -> ElmoError:
+    """The catalogue error for an OSError met while starting to write `path`: E024 for a
+    full disk, else E009 with the reason (a read-only file system, no permission)."""
+    full = _disk_full(err, path)
+    if full is not None:
+        return full
+    name = str(err.filename or "")
+    where = (f" ('{name}')" if name and name != str(path) and not is_temporary(Path(name).name)
+             else "")
+    return ElmoError(Errors.E009.format(path=path, err=f"{os.strerror(err.errno or 0)}{where}"))
+
+
+def _disk_full(err: BaseException, path: Path) -> Optional[DiskFull]:
+    """A `DiskFull` error for `path` if `err`, or an error it came from (torch wraps the
+    OSError of a failed write in a RuntimeError), is ENOSPC/EDQUOT."""
+    cause: Optional[BaseException] = err
+    for _ in range(5):
+        if cause is None:
+            return None
+        if isinstance(cause, OSError) and cause.errno in _FULL_ERRNOS:
+            break
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return None
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MB"
+    except OSError:
+        free = "unknown space"
+    return DiskFull(Errors.E024.format(path=path, err=os.strerror(cause.errno), free=free,
+                                       directory=path.parent))
 
 
 def _replace_directory(new: Path, path: Path) -> None:
@@ -149,9 +196,43 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _make_public(tmp: Path, mode: int) -> None:
-    """Give `tmp` the permissions a new file (0o666) or directory (0o777) gets under the
-    umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, mode & ~umask)
+def _prefix() -> str:
+    """The start of the name of a temporary file this process writes."""
+    return f".tmp-{_HOST}-{os.getpid()}-"
+
+
+def is_temporary(name: str) -> bool:
+    """Whether `name` is a temporary file of `atomic_write` (any host, any process)."""
+    return _TMP_NAME.match(name) is not None
+
+
+def sweep_stale(directory: Path) -> None:
+    """Remove temporary files of this host's processes that no longer run (killed with
+    SIGKILL, or the machine lost power, while they wrote)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        match = _TMP_NAME.match(entry.name)
+        if match is None or match.group(1) != _HOST or _alive(int(match.group(2))):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:  # another process swept it first, or no permission: leave it
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True

@@ -10,20 +10,11 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from ..errors import ElmoError, Errors
-from . import PathLike
-from .names import (
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
-    LOCK_NAME,
-    OPTIONS_NAME,
-    SOFTMAX_NAME,
-    VOCAB_NAME,
-    WEIGHTS_NAME,
-)
+from . import PathLike, names
 
 STDOUT = "-"
 # the files of a biLM in the published layout: a directory holding both is a model
-MODEL_FILES = (WEIGHTS_NAME, OPTIONS_NAME)
+MODEL_FILES = (names.WEIGHTS_NAME, names.OPTIONS_NAME)
 
 
 def check_writable_path(path: Path, what: str) -> None:
@@ -77,8 +68,6 @@ def guard_output(output: PathLike, *, inputs: Iterable[PathLike] = (), overwrite
     return path
 
 
-
-
 def _refuse_model_or_run(path: Path) -> None:
     """E073 for an output inside a pretraining run (only `pretrain` and `export` write
     there, under the run's lock) or inside an exported biLM (weights.hdf5, options.json and
@@ -90,7 +79,7 @@ def _refuse_model_or_run(path: Path) -> None:
         raise ElmoError(Errors.E073.format(output=path, what="the pretraining run", where=run))
     parent = path.resolve().parent
     if all((parent / name).is_file() for name in MODEL_FILES):
-        if (parent / SOFTMAX_NAME).is_file():
+        if (parent / names.SOFTMAX_NAME).is_file():
             raise ElmoError(Errors.E073.format(output=path, what="the exported biLM",
                                                where=parent))
         if path.name in MODEL_FILES:
@@ -102,10 +91,11 @@ def model_or_run(directory: Path) -> Optional[str]:
     pretraining run" (its checkpoint; from its start, its lock beside its config.json or
     vocab.txt) or "a biLM directory" (weights.hdf5: an export, a snapshot, a published
     biLM); None for any other directory."""
-    if (directory / CHECKPOINT_NAME).is_file() or ((directory / LOCK_NAME).is_file() and any(
-            (directory / name).is_file() for name in (CONFIG_NAME, VOCAB_NAME))):
+    started = (directory / names.LOCK_NAME).is_file() and any(
+        (directory / name).is_file() for name in (names.CONFIG_NAME, names.VOCAB_NAME))
+    if started or (directory / names.CHECKPOINT_NAME).is_file():
         return "a pretraining run"
-    if (directory / WEIGHTS_NAME).is_file():
+    if (directory / names.WEIGHTS_NAME).is_file():
         return "a biLM directory"
     return None
 
@@ -116,7 +106,7 @@ def enclosing_run(path: Path) -> Optional[Path]:
     if str(path) == STDOUT:
         return None
     candidates = [path.resolve(), *list(path.resolve().parents)[:3]]
-    return next((d for d in candidates if (d / CHECKPOINT_NAME).is_file()), None)
+    return next((d for d in candidates if (d / names.CHECKPOINT_NAME).is_file()), None)
 
 
 def _stat_or_none(path: Path) -> Optional[os.stat_result]:

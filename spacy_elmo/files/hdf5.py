@@ -12,7 +12,7 @@ from typing import Any, Optional
 import h5py
 
 
-class _GuardedFile(io.RawIOBase):
+class _GuardedFile(io.FileIO):
     """A file for h5py that never lets a failed write reach HDF5.
 
     HDF5 does not recover from a failed write (on a full disk it crashed the process in
@@ -20,27 +20,8 @@ class _GuardedFile(io.RawIOBase):
     close cleanly; `raise_error` then raises it (the file is removed by `atomic_write`)."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__()
-        self._file = open(path, "w+b", buffering=0)
+        super().__init__(path, "w+")
         self.error: Optional[OSError] = None
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def readinto(self, buffer: Any) -> int:
-        return self._file.readinto(buffer) or 0
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
@@ -48,30 +29,22 @@ class _GuardedFile(io.RawIOBase):
         if self.error is None:
             try:
                 while done < len(view):
-                    written = self._file.write(view[done:])
+                    written = super().write(view[done:])
                     if not written:
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                     done += written
             except OSError as err:
                 self.error = err
         if done < len(view):  # keep HDF5's idea of the file position
-            self._file.seek(len(view) - done, io.SEEK_CUR)
+            self.seek(len(view) - done, io.SEEK_CUR)
         return len(view)
 
     def truncate(self, size: Optional[int] = None) -> int:
         try:
-            return self._file.truncate(size)
+            return super().truncate(size)
         except OSError as err:
             self.error = self.error or err
-            return self._file.tell() if size is None else size
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-        super().close()
+            return self.tell() if size is None else size
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -104,4 +77,3 @@ class HDF5Writer:
             self._raw.close()
         if exc[0] is None:
             self.check()
-

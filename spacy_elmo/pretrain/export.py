@@ -19,23 +19,10 @@ from ..bilm import finite
 from ..bilm.lm import BiLanguageModel
 from ..bilm.weights import save_bilm, write_hdf5
 from ..errors import ElmoError, Errors, damaged
-from ..files import PathLike
-from ..files.atomic import atomic_directory
+from ..files import PathLike, names
+from ..files.atomic import atomic_directory, is_temporary
 from ..files.json_io import write_json
 from ..files.lock import DirectoryLock
-from ..files.names import (
-    CHECKPOINT_NAME,
-    EXPORT_FILES,
-    LOCK_NAME,
-    OPTIONS_NAME,
-    SNAPSHOT_DIR,
-    SNAPSHOT_INFO,
-    SNAPSHOT_PREFIX,
-    SOFTMAX_NAME,
-    VOCAB_NAME,
-    WEIGHTS_NAME,
-)
-from ..files.temporary import is_temporary
 from .checkpoint import checkpoint_path, load_checkpoint, model_from_checkpoint
 from .vocab import Vocab
 
@@ -66,9 +53,9 @@ def check_export_target(directory: Path, checkpoint: Path, *, overwrite: bool) -
     if not directory.is_dir():
         return
     entries = sorted(entry.name for entry in directory.iterdir())
-    if not overwrite and any(name in EXPORT_FILES for name in entries):
+    if not overwrite and any(name in names.EXPORT_FILES for name in entries):
         raise ElmoError(Errors.E026.format(output=directory))
-    foreign = [name for name in entries if name not in (*EXPORT_FILES, SNAPSHOT_INFO)
+    foreign = [name for name in entries if name not in (*names.EXPORT_FILES, names.SNAPSHOT_INFO)
                and not is_temporary(name)]
     if foreign:
         raise ElmoError(Errors.E072.format(path=directory, names=", ".join(foreign[:5])))
@@ -78,7 +65,7 @@ def owning_run(path: Path) -> Optional[Path]:
     """The pretraining run directory that `path` lies in (one holding a checkpoint or a
     run's lock file), or None."""
     for parent in Path(path).resolve().parents:
-        if (parent / CHECKPOINT_NAME).is_file() or (parent / LOCK_NAME).is_file():
+        if (parent / names.CHECKPOINT_NAME).is_file() or (parent / names.LOCK_NAME).is_file():
             return parent
     return None
 
@@ -94,15 +81,15 @@ def export_model(model: BiLanguageModel, vocab: List[str], directory: PathLike, 
     check_finite(model, f"an export to '{directory}'")
     with atomic_directory(directory) as tmp:
         save_bilm(model.bilm, tmp)
-        Vocab(vocab).to_file(tmp / VOCAB_NAME)
-        write_hdf5(tmp / SOFTMAX_NAME, {
+        Vocab(vocab).to_file(tmp / names.VOCAB_NAME)
+        write_hdf5(tmp / names.SOFTMAX_NAME, {
             "softmax/W": model.softmax.weight.detach().cpu().numpy(),
             "softmax/b": model.softmax.bias.detach().cpu().numpy(),
         })
         if info is not None:
-            write_json(tmp / SNAPSHOT_INFO, info)
-    return {"options": directory / OPTIONS_NAME, "weights": directory / WEIGHTS_NAME,
-            "vocab": directory / VOCAB_NAME, "softmax": directory / SOFTMAX_NAME}
+            write_json(tmp / names.SNAPSHOT_INFO, info)
+    return {"options": directory / names.OPTIONS_NAME, "weights": directory / names.WEIGHTS_NAME,
+            "vocab": directory / names.VOCAB_NAME, "softmax": directory / names.SOFTMAX_NAME}
 
 
 def check_finite(model: torch.nn.Module, what: str) -> None:
@@ -130,19 +117,19 @@ def read_softmax(weights: Path, dim: int) -> Optional[Softmax]:
     file), shapes checked against the biLM's projection_dim; None when it has neither (a
     published biLM). One without the other is an error."""
     directory = weights if weights.is_dir() else weights.parent
-    missing = [n for n in (SOFTMAX_NAME, VOCAB_NAME) if not (directory / n).exists()]
+    missing = [n for n in (names.SOFTMAX_NAME, names.VOCAB_NAME) if not (directory / n).exists()]
     if len(missing) == 2:
         return None
     if missing:
         raise ElmoError(Errors.E115.format(path=directory, missing=missing[0]))
-    vocab = Vocab.from_file(directory / VOCAB_NAME)
+    vocab = Vocab.from_file(directory / names.VOCAB_NAME)
     try:
-        with h5py.File(directory / SOFTMAX_NAME, "r") as f:
+        with h5py.File(directory / names.SOFTMAX_NAME, "r") as f:
             weight, bias = f["softmax/W"][...], f["softmax/b"][...]
     except (OSError, KeyError, ValueError) as err:
-        raise damaged(directory / SOFTMAX_NAME, "an export's softmax (softmax/W, softmax/b)",
+        raise damaged(directory / names.SOFTMAX_NAME, "an export's softmax (softmax/W, softmax/b)",
                       err) from err
-    finite.check_finite(directory / SOFTMAX_NAME, {"softmax/W": weight, "softmax/b": bias})
+    finite.check_finite(directory / names.SOFTMAX_NAME, {"softmax/W": weight, "softmax/b": bias})
     if weight.shape != (len(vocab), dim) or bias.shape != (len(vocab),):
         raise ElmoError(Errors.E116.format(path=directory, found=weight.shape,
                                            n_vocab=len(vocab), dim=dim,
@@ -154,6 +141,6 @@ def write_snapshot(model: BiLanguageModel, vocab: List[str], run_dir: Path, step
                    record: Dict[str, Any]) -> Path:
     """Export the model as `<run_dir>/snapshots/step_NNNNNNN/` with `dev.json` (`record`:
     step, tokens, dev perplexity) beside it, written whole as every export is."""
-    final = run_dir / SNAPSHOT_DIR / f"{SNAPSHOT_PREFIX}{step:07d}"
+    final = run_dir / names.SNAPSHOT_DIR / f"{names.SNAPSHOT_PREFIX}{step:07d}"
     export_model(model, vocab, final, info=record)
     return final

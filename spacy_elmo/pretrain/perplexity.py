@@ -15,16 +15,9 @@ from ..bilm.lstm import LSTMState
 from ..bilm.sources import locate
 from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
+from ..files import names
 from ..files.guard import STDOUT, check_writable_path, guard_output
 from ..files.json_io import write_json
-from ..files.names import (
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
-    MODEL_DIR,
-    SNAPSHOT_DIR,
-    SOFTMAX_NAME,
-    VOCAB_NAME,
-)
 from ..validation import check_all, integer, regex, thread_count
 from .batches import BatchMaker, dev_batches
 from .config import PretrainConfig
@@ -73,7 +66,7 @@ def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
     if softmax is None:
         directory = files.weights if files.weights.is_dir() else files.weights.parent
         raise ElmoError(Errors.E115.format(path=directory,
-                                           missing=f"{SOFTMAX_NAME} or {VOCAB_NAME}"))
+                                           missing=f"{names.SOFTMAX_NAME} or {names.VOCAB_NAME}"))
     lm = BiLanguageModel(bilm, len(softmax.vocab))
     with torch.no_grad():
         lm.softmax.weight.copy_(torch.from_numpy(softmax.weight))
@@ -85,11 +78,11 @@ def model_of_run(model: str) -> str:
     """A pretraining run directory stands for its export (RUN/model; E143 without one);
     anything else is returned as it is."""
     path = Path(model)
-    if not (path / CHECKPOINT_NAME).is_file():
+    if not (path / names.CHECKPOINT_NAME).is_file():
         return model
-    if not (path / MODEL_DIR / VOCAB_NAME).is_file():
+    if not (path / names.MODEL_DIR / names.VOCAB_NAME).is_file():
         raise ElmoError(Errors.E143.format(path=path))
-    return str(path / MODEL_DIR)
+    return str(path / names.MODEL_DIR)
 
 
 def run_of(model: str) -> Optional[Path]:
@@ -100,10 +93,10 @@ def run_of(model: str) -> Optional[Path]:
     if not directory.is_dir():
         return None
     directory = directory.resolve()
-    for run, name in ((directory.parent, MODEL_DIR), (directory.parent.parent, None)):
-        if (run / CONFIG_NAME).is_file() and (
+    for run, name in ((directory.parent, names.MODEL_DIR), (directory.parent.parent, None)):
+        if (run / names.CONFIG_NAME).is_file() and (
                 directory.name == name
-                or (name is None and directory.parent.name == SNAPSHOT_DIR)):
+                or (name is None and directory.parent.name == names.SNAPSHOT_DIR)):
             return run
     return None
 

@@ -10,20 +10,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..files.atomic import write_text
+from ..files import names
+from ..files.atomic import is_temporary, sweep_stale, write_text
 from ..files.lock import DirectoryLock
-from ..files.names import (
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
-    LOCK_NAME,
-    MODEL_DIR,
-    RUN_DIRS,
-    RUN_FILES,
-    SNAPSHOT_DIR,
-    SNAPSHOT_PREFIX,
-    WEIGHTS_NAME,
-)
-from ..files.temporary import is_temporary, sweep_stale
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import pattern_holding, resolve_files
 from .settings import Override
@@ -31,7 +20,7 @@ from .vocab import Vocab
 
 # What makes a directory hold a run worth keeping: a start that failed before its first
 # checkpoint leaves only vocab.txt, config.json or metrics, which a new start replaces.
-RUN_RESULTS = (CHECKPOINT_NAME, *RUN_DIRS)
+RUN_RESULTS = (names.CHECKPOINT_NAME, *names.RUN_DIRS)
 # The optimizer a checkpoint's state belongs to, by a key of its first parameter group: the
 # first mark found in this order names it (LazyAdam's groups have Adam's `betas` too).
 OPTIMIZER_MARKS = {"lazyadam": "lazy_rows", "adam": "betas", "adagrad": "lr_decay"}
@@ -45,7 +34,7 @@ def command_settings(path: Optional[Union[str, Path]], overrides: Sequence[Overr
     output = next((value for key, value, _ in reversed(overrides) if key == "paths.output"),
                   None)
     if path is None and resume and output is not None:
-        record = Path(str(output)) / CONFIG_NAME
+        record = Path(str(output)) / names.CONFIG_NAME
         if record.exists():
             return PretrainConfig.from_record(record, overrides)
     return PretrainConfig.load(path, overrides)
@@ -55,7 +44,7 @@ def recorded(out: Path) -> Optional[PretrainConfig]:
     """The settings the run in `out` recorded (None without a config.json that reads as
     one)."""
     try:
-        return PretrainConfig.from_record(out / CONFIG_NAME)
+        return PretrainConfig.from_record(out / names.CONFIG_NAME)
     except ElmoError:
         return None
 
@@ -69,8 +58,8 @@ def check_run_dir(out: Path, *, resume: bool, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ElmoError(Errors.E028.format(path=out, what="--output is the run directory"))
     if resume:
-        if not (out / CHECKPOINT_NAME).exists():
-            raise ElmoError(Errors.E107.format(path=out, name=CHECKPOINT_NAME))
+        if not (out / names.CHECKPOINT_NAME).exists():
+            raise ElmoError(Errors.E107.format(path=out, name=names.CHECKPOINT_NAME))
     elif any((out / name).exists() for name in RUN_RESULTS):
         if not overwrite:
             raise ElmoError(Errors.E106.format(path=out, what="pretraining run"))
@@ -85,25 +74,25 @@ def resumable(out: Path) -> bool:
     there is none yet (--resume then starts one). A run that lost its checkpoint but kept
     an export or snapshots cannot be continued, and starting over would be refused (E106):
     E173 names its latest export to start a new run from."""
-    if (out / CHECKPOINT_NAME).exists():
+    if (out / names.CHECKPOINT_NAME).exists():
         return True
-    steps = sorted((d for d in (out / SNAPSHOT_DIR).glob(f"{SNAPSHOT_PREFIX}*")
-                    if d.name.removeprefix(SNAPSHOT_PREFIX).isdigit()
-                    and (d / WEIGHTS_NAME).is_file()),
-                   key=lambda d: int(d.name.removeprefix(SNAPSHOT_PREFIX))
-                   ) if (out / SNAPSHOT_DIR).is_dir() else []
-    latest = steps[-1] if steps else out / MODEL_DIR
-    if (latest / WEIGHTS_NAME).is_file():
-        raise ElmoError(Errors.E173.format(path=out, name=CHECKPOINT_NAME, latest=latest))
+    steps = sorted((d for d in (out / names.SNAPSHOT_DIR).glob(f"{names.SNAPSHOT_PREFIX}*")
+                    if d.name.removeprefix(names.SNAPSHOT_PREFIX).isdigit()
+                    and (d / names.WEIGHTS_NAME).is_file()),
+                   key=lambda d: int(d.name.removeprefix(names.SNAPSHOT_PREFIX))
+                   ) if (out / names.SNAPSHOT_DIR).is_dir() else []
+    latest = steps[-1] if steps else out / names.MODEL_DIR
+    if (latest / names.WEIGHTS_NAME).is_file():
+        raise ElmoError(Errors.E173.format(path=out, name=names.CHECKPOINT_NAME, latest=latest))
     return False
 
 
 def _leftover(entry: Path) -> bool:
     """A file a failed start of a run leaves (or its log, or a temporary file)."""
-    if entry.name == CONFIG_NAME:
+    if entry.name == names.CONFIG_NAME:
         return recorded(entry.parent) is not None
-    return (entry.name in RUN_FILES and entry.is_file() or entry.suffix == ".log"
-            or entry.name == LOCK_NAME or is_temporary(entry.name))
+    return (entry.name in names.RUN_FILES and entry.is_file() or entry.suffix == ".log"
+            or entry.name == names.LOCK_NAME or is_temporary(entry.name))
 
 
 class RunLock:
@@ -148,7 +137,7 @@ def warn_inside_corpus(config: PretrainConfig) -> None:
 def check_inputs(config: PretrainConfig, out: Path) -> None:
     """Refuse inputs that a new start in `out` would delete or replace before reading
     them: a file named as one of the run's, or anything in its model/ or snapshots/."""
-    owned = [(out / name).resolve() for name in RUN_FILES + RUN_DIRS]
+    owned = [(out / name).resolve() for name in names.RUN_FILES + names.RUN_DIRS]
     inputs: List[Tuple[str, Optional[str]]] = [
         ("--vocab", config.vocab), ("--init-weights", config.init_weights),
         ("--init-options", config.init_options)]
@@ -178,9 +167,9 @@ def check_resume_vocab(config: PretrainConfig, words: List[str], out: Path) -> N
 
 def clear_run(out: Path) -> None:
     """Remove every file of a previous run (and nothing else) before a new start."""
-    for name in RUN_FILES:
+    for name in names.RUN_FILES:
         (out / name).unlink(missing_ok=True)
-    for name in RUN_DIRS:
+    for name in names.RUN_DIRS:
         if (out / name).is_dir():
             shutil.rmtree(out / name)
     if out.is_dir():

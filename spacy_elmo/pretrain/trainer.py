@@ -22,16 +22,9 @@ from ..bilm.precision import check_precision
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings, warn
+from ..files import names
 from ..files.atomic import make_directory
 from ..files.json_io import write_json
-from ..files.names import (
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
-    CURVES_NAME,
-    METRICS_NAME,
-    MODEL_DIR,
-    VOCAB_NAME,
-)
 from . import ddp
 from .batches import BatchMaker, RowBuffers, TrainStreams, dev_batches
 from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
@@ -223,9 +216,9 @@ class Trainer:
                 # another run may have finished here since the first check
                 check_run_dir(out, resume=False, overwrite=overwrite)
             clear_run(out)
-            vocab.to_file(out / VOCAB_NAME)
+            vocab.to_file(out / names.VOCAB_NAME)
         ddp.barrier(ctx)
-        vocab = vocab if vocab is not None else Vocab.from_file(out / VOCAB_NAME)
+        vocab = vocab if vocab is not None else Vocab.from_file(out / names.VOCAB_NAME)
         model = BiLanguageModel(bilm, len(vocab))
         if config.init_weights is not None:
             init_softmax(model, vocab, exported)
@@ -242,7 +235,7 @@ class Trainer:
         check_run_dir(out, resume=True, overwrite=False)
         if lock is not None:
             lock.take()
-        saved = load_checkpoint(out / CHECKPOINT_NAME)
+        saved = load_checkpoint(out / names.CHECKPOINT_NAME)
         config.check_resume_step(saved["step"])  # before anything is written
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
@@ -265,7 +258,7 @@ class Trainer:
             torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
         if ctx.is_main:
             make_directory(out)
-            truncate_metrics(out / METRICS_NAME, position.step)
+            truncate_metrics(out / names.METRICS_NAME, position.step)
         return cls(config, ctx, model, Vocab(saved["vocab"]), position, progress=progress)
 
     def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, model: BiLanguageModel,
@@ -315,7 +308,7 @@ class Trainer:
         self.dev = (dev_batches(dev, maker, rows=config.batch_size, window=config.window)
                     if dev else [])
         if ctx.is_main:
-            write_json(self.out / CONFIG_NAME, config.to_dict())
+            write_json(self.out / names.CONFIG_NAME, config.to_dict())
         self._plot_warned = False
         self._log_warned = False
         # the step of the checkpoint on disk (a resumed run starts from one)
@@ -352,7 +345,7 @@ class Trainer:
         ranks = ddp.gather(self.ctx, mine)
         check_finite(self.model, f"the checkpoint of step {self.step}")  # on every process
         if self.ctx.is_main:
-            save_checkpoint(self.out / CHECKPOINT_NAME, {
+            save_checkpoint(self.out / names.CHECKPOINT_NAME, {
                 "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
                 "cpu_elapsed": self.cpu_elapsed,
                 "world_size": self.ctx.world_size, "frozen": self.frozen,
@@ -372,7 +365,7 @@ class Trainer:
     def log(self, record: Dict[str, Any]) -> None:
         if not self.ctx.is_main:
             return
-        path = self.out / METRICS_NAME
+        path = self.out / names.METRICS_NAME
         try:
             with open(path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
@@ -382,8 +375,8 @@ class Trainer:
                 self._log_warned = True
 
     def plot(self) -> None:
-        if self.ctx.is_main and not draw_curves(self.out / METRICS_NAME,
-                                                self.out / CURVES_NAME):
+        if self.ctx.is_main and not draw_curves(self.out / names.METRICS_NAME,
+                                                self.out / names.CURVES_NAME):
             if not self._plot_warned:
                 tqdm.write(Warnings.W012)
                 self._plot_warned = True
@@ -477,7 +470,7 @@ class Trainer:
         bar.close()
         if not stopped and self.ctx.is_main:
             self.plot()
-            export_model(self.model, self.vocab.words, self.out / MODEL_DIR)
+            export_model(self.model, self.vocab.words, self.out / names.MODEL_DIR)
         return TrainResult(self.step, self.model, stopped, dev, stop.signum,
                            trained=self.step - first_step)
 
