@@ -1,6 +1,6 @@
 """The docs cannot drift: every relative link and anchor in README.md, CONTRIBUTING.md,
-CHANGELOG.md and docs/*.md resolves, and every CLI flag, config file, config override, registered name,
-component setting and project command they name exists.
+CHANGELOG.md and docs/*.md resolves, and every CLI flag, config file, config override,
+registered name, component setting and project command they name exists.
 
 What counts as a claim: links anywhere in the prose; commands only in code (inline spans
 and fenced blocks), i.e. `spacy-elmo CMD ...`, `python -m spacy_elmo CMD ...`, `spacy CMD
