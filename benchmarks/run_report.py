@@ -139,7 +139,8 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
     dev = [r for r in rows if r["type"] == "dev"]
     last = train[-1] if train else {"step": 0, "tokens": 0, "elapsed_s": 0.0, "cpu_s": 0.0}
     keys = ("optimizer", "lr", "warmup_steps", "lr_schedule", "max_steps", "batch_size",
-            "window", "n_negatives", "dropout", "shuffle_buffer", "threads", "vocab_size")
+            "window", "n_negatives", "dropout", "shuffle_buffer", "threads", "precision",
+            "seed", "vocab_size", "init_weights")
     lines = [f"# Pretraining run `{run}`", "",
              f"Report of {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
              f"(`python benchmarks/run_report.py {run}`), on {cpu_model()}.", ""]
