@@ -1,7 +1,7 @@
 """A pretraining run's progress as Markdown: what to commit while a long run goes on.
 
   python benchmarks/run_report.py RUN_DIR --out benchmarks/results/RUN.md [--command "..."]
-      [--compare spacy_elmo/data/elmo_en_small/README.md]
+      [--compare spacy_elmo/data/elmo_en_small/README.md] [--step-offset N]
 
 Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrain` run
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
@@ -132,7 +132,10 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
 
 
 def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
-           wic: Optional[Path] = None, probes: Optional[Path] = None) -> str:
+           wic: Optional[Path] = None, probes: Optional[Path] = None,
+           step_offset: int = 0) -> str:
+    """The report; `step_offset`: the run continues another one's export made at that step
+    (its steps are then also given as the whole run's, and `compare`'s curve is left out)."""
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     rows = read_metrics(run / "metrics.jsonl")
     train = [r for r in rows if r["type"] == "train"]
@@ -159,12 +162,15 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
               f"steps ({last['cpu_s'] / 3600:.2f} CPU-hours), "
               f"{last['tokens'] / max(last['elapsed_s'], 1e-9):,.0f} tokens/s on average", ""]
     if dev:
-        other = card_curve(compare) if compare is not None else {}
-        extra = f" {card_name(compare)} at that step |" if compare is not None else ""
+        curve = compare is not None and not step_offset
+        other = card_curve(compare) if curve and compare is not None else {}
+        extra = (f" {card_name(compare)} at that step |" if curve and compare is not None
+                 else " step of the whole run |" if step_offset else "")
         lines += ["| step | tokens | dev ppl forward | backward | mean | hours | CPU-hours |"
                   + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
         for r in dev:
-            cell = f" {other[r['step']]:.1f} |" if r["step"] in other else " - |"
+            cell = (f" {r['step'] + step_offset:,} |" if step_offset
+                    else f" {other[r['step']]:.1f} |" if r["step"] in other else " - |")
             lines.append(f"| {r['step']:,} | {r['tokens']:,} | {r['dev_ppl_fwd']:.1f} | "
                          f"{r['dev_ppl_bwd']:.1f} | **{r['dev_ppl']:.1f}** | "
                          f"{r.get('elapsed_s', 0) / 3600:.2f} | {r.get('cpu_s', 0) / 3600:.2f} |"
@@ -186,10 +192,12 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
          probes: Optional[Path] = typer.Option(
              None, help="Data directory with wsd/ and ud_en_ewt/: probe-wsd (SemEval-2007) "
              "and probe-pos (XPOS dev) of the snapshots that have no result yet"),
+         step_offset: int = typer.Option(
+             0, help="the run continues another run's export made at this step"),
          ) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with user_errors():  # missing probe data: its message, not a traceback
-        text = report(run, command, compare, wic, probes)
+        text = report(run, command, compare, wic, probes, step_offset)
     write_text(out, text)
     typer.echo(out)
 

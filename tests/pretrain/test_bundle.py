@@ -96,6 +96,12 @@ def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_p
     assert "step 4 of 4" in text and "spacy-elmo pretrain --output" in text
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert row.endswith(f"| {dev[0]['dev_ppl']:.1f} |")
+    # a run continuing another's export: its steps also as the whole run's, no card curve
+    text = report.report(tmp_path / "run", None, tmp_path / "card" / "README.md",
+                         step_offset=1000)
+    assert "| step of the whole run |" in text and "at that step" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert row.endswith("| 1,002 |")
 
 
 def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bundle):
