@@ -2,7 +2,7 @@
 
   python scripts/bundle.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
       [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
-      [--perplexity NAME=TEXT ...]
+      [--perplexity NAME=TEXT ...] [--history TEXT]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
@@ -10,8 +10,10 @@ and metrics.jsonl: data, size, steps, tokens, training time, hardware, the dev p
 curve; with --wic the WiC probe's accuracies (`scripts/wic.py`), with --perplexity the
 per-token and per-character perplexity on other held-out texts (e.g. news). The model is
 the run's checkpoint, or the snapshot given (whose dev.json holds the dev perplexity of
-exactly that step). A language gets its bundled default in `spacy_elmo/bilm/sources.py`
-(`BUNDLED`) once its model is in `spacy_elmo/data/`.
+exactly that step). A run that continued other weights (`--init-weights`) records only its
+own steps: --history says what the weights had been through before (a card row). A
+language gets its bundled default in `spacy_elmo/bilm/sources.py` (`BUNDLED`) once its
+model is in `spacy_elmo/data/`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Annotated, Any, Dict, List, Optional, Tuple
 
 import torch
 import typer
@@ -121,6 +123,9 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          snapshot: Optional[Path] = None, output: Optional[Path] = None,
          wic: Optional[Path] = typer.Option(None, help="WiC directory: add the probe"),
          perplexity: List[str] = typer.Option([], help="NAME=TEXT: perplexity on this text"),
+         history: Annotated[Optional[str], typer.Option(
+             help="what the run's --init-weights had been trained on before (a continued "
+                  "run): a row of the card")] = None,
          ) -> None:
     if lang not in LANGUAGES:
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
@@ -129,7 +134,8 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     # everything is made in a directory beside `output`, which replaces it only at the end:
     # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
     with atomic_directory(output) as staging, tempfile.TemporaryDirectory() as scratch:
-        make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch))
+        make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch),
+                    history)
     size = (output / WEIGHTS_NAME).stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
 
@@ -146,9 +152,11 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> s
 
 
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
-                wic: Optional[Path], perplexity: List[str], scratch: Path) -> None:
+                wic: Optional[Path], perplexity: List[str], scratch: Path,
+                history: Optional[str] = None) -> None:
     """Write the biLM and its model card (titled `name`) into `output` (`scratch`: an
-    empty directory for the checkpoint's export)."""
+    empty directory for the checkpoint's export; `history`: the earlier training of a run
+    that continued other weights, a row before this run's own)."""
     about = LANGUAGES[lang]
     rows = read_metrics(run / METRICS_NAME)
     lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
@@ -173,6 +181,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
         ("parameters", f"{n_params / 1e6:.2f}M (weights.hdf5, float32); the softmax "
                        f"({config.vocab_size:,} {unit}) is not shipped"),
         ("training data", about["data"]),
+        *([("earlier training", history)] if history else []),
         ("training", f"{last['step']:,} steps of {config.batch_size} rows x {config.window} "
                      f"{unit}, {last['tokens'] / 1e6:.1f}M {unit}"
                      + (f" (a snapshot: the run's schedule has {config.max_steps:,} steps)"

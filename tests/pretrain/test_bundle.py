@@ -46,6 +46,17 @@ def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path
             "fp32 |") in card
 
 
+def test_bundle_history_is_a_row_before_the_runs_own_training(tmp_path, bundle):
+    train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)
+    out = tmp_path / "elmo_en_small"
+    bundle.main(tmp_path / "run", lang="en", snapshot=None, output=out, wic=None,
+                perplexity=[], history="two earlier legs, 158,820 steps")
+    rows = [line for line in (out / "README.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| earlier training |") or line.startswith("| training |")]
+    assert rows[0] == "| earlier training | two earlier legs, 158,820 steps |"
+    assert rows[1].startswith("| training | 2 steps of ")
+
+
 def test_a_failed_bundle_keeps_the_bundled_biLM(tmp_path, bundle):
     """A snapshot without dev.json: the weights were copied over the bundled biLM, then
     the script failed, leaving them beside the old model card."""
