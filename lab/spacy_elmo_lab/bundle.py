@@ -28,6 +28,7 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
+from spacy_elmo.bilm.sources import DATA_DIR
 from spacy_elmo.files.atomic import atomic_directory, write_text
 from spacy_elmo.files.names import (
     CHECKPOINT_NAME,
@@ -46,8 +47,6 @@ from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 from spacy_elmo.pretrain.rundir import read_metrics
 
 from .wic import chosen, probe
-
-DATA = Path(__file__).resolve().parents[1] / "data"  # spacy_elmo/data
 
 # per language: the card's name for the model, its training data, and the weights' license
 LANGUAGES: Dict[str, Dict[str, str]] = {
@@ -129,7 +128,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          ) -> None:
     if lang not in LANGUAGES:
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
-    output = output or DATA / f"elmo_{lang}_small"
+    output = output or DATA_DIR / f"elmo_{lang}_small"
     output.parent.mkdir(parents=True, exist_ok=True)
     # everything is made in a directory beside `output`, which replaces it only at the end:
     # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
@@ -218,8 +217,8 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
     card = f"""# {name}: {about['title']}
 
 The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
-Pretrained by this project's own pipeline (`spacy-elmo pretrain` with
-`{config.output}`'s settings, then `scripts/bundle.py`).
+Pretrained by this project's own pipeline (`spacy-elmo pretrain`, then
+`scripts/bundle.py`), with the settings below.
 
 | | |
 |---|---|

@@ -40,7 +40,7 @@ class _BareGzip(gzip.GzipFile):
             self._raw.close()
 
 
-def _create(path: Path, like: Path) -> IO[str]:
+def create_text(path: Path, like: Path) -> IO[str]:
     """Write `path` as UTF-8 text, compressed as the name of `like` says."""
     if like.suffix == ".gz":
         return io.TextIOWrapper(_BareGzip(path), encoding="utf-8")
@@ -75,8 +75,8 @@ def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100,
     n_train = n_dev = 0
     try:
         with atomic_write(train_out) as train_tmp, atomic_write(dev_out) as dev_tmp:
-            with open_text(input_path) as src, _create(train_tmp, like=train_out) as train, \
-                    _create(dev_tmp, like=dev_out) as dev:
+            with open_text(input_path) as src, create_text(train_tmp, like=train_out) as train, \
+                    create_text(dev_tmp, like=dev_out) as dev:
                 for i, line in enumerate(src):
                     if (i + 1) % every == 0:
                         dev.write(line)

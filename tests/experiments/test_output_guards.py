@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from spacy_elmo_lab import convert, holdout, probe_pos, probe_wsd, raw_text, wic, word2vec
+from spacy_elmo_lab import convert, holdout, mix_text, probe_pos, probe_wsd, raw_text, wic, word2vec
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +54,7 @@ def _cases(tmp: Path):
         "holdout.py TRAIN_OUT": (holdout.main, [text, "OUT", tmp / "dev.txt"], text),
         "holdout.py DEV_OUT": (holdout.main, [text, tmp / "train.txt", "OUT"], text),
         "raw_text.py": (raw_text.main, [text, "OUT"], text),
+        "mix_text.py": (mix_text.main, ["OUT", text, sst], sst),
         "wic.py --out": (wic.main, [tmp / "weights", wic_dir, "--out", "OUT"],
                                wic_dir / "dev" / "dev.data.txt"),
         "wic.py --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],

@@ -113,6 +113,9 @@ def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_p
     assert "| step of the whole run |" in text and "at that step" not in text
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert row.endswith("| 1,002 |")
+    last = max(curve)
+    assert (f"dev perplexity {curve[last]:.1f} at its step {last:,} (its model card)"
+            in text)
 
 
 def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bundle):
@@ -147,3 +150,14 @@ def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bund
     rows = json.loads(next((tmp_path / "run").glob("wic_card_*.json")).read_text())
     line = next(x for x in text.splitlines() if x.startswith("| card (compared) |"))
     assert f"{max(rows, key=lambda r: r['train'])['dev']:.1f} (layer" in line
+
+
+def test_bundle_writes_into_the_librarys_data_directory_by_default(tmp_path, bundle,
+                                                                    monkeypatch):
+    from spacy_elmo.bilm import sources
+    assert bundle.DATA_DIR == sources.DATA_DIR == ROOT / "spacy_elmo" / "data"
+    monkeypatch.setattr(bundle, "DATA_DIR", tmp_path / "data")
+    train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)
+    bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=None, wic=None,
+                perplexity=[])
+    assert (tmp_path / "data" / "elmo_zh_small" / "weights.hdf5").is_file()
