@@ -105,12 +105,20 @@ def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, caps
              np.array([0.1, 1.0])]
     same_min, other_max = similarity_demo.separation(apart, senses)
     assert same_min > other_max
-    for lang, word in (("en", "'bank'"), ("zh", "'行'")):
+    for lang, words in (("en", ["'bank'"]), ("zh", ["'行'", "'苹果'"])):
         similarity_demo.main(tiny_weights_dir, lang=lang)
         out = capsys.readouterr().out
-        assert f"cosine similarity of {word}" in out
-        assert "every same-sense pair closer than every other-sense pair?" in out
-        assert out.count(": yes (") + out.count(": no (") == 4  # the mix and 3 layers
+        assert all(f"cosine similarity of {word}" in out for word in words)
+        assert out.count("every same-sense pair closer than every other-sense pair?") == len(words)
+        assert out.count(": yes (") + out.count(": no (") == 4 * len(words)  # mix, 3 layers
+
+
+def test_similarity_demo_finds_a_word_of_several_tokens():
+    find = similarity_demo.find_word
+    assert find(["他", "在", "苹", "果", "做"], "苹果") == (2, 4)
+    assert find(["I", "bank", "."], "bank") == (1, 2)
+    assert find(["苹", "苹", "果"], "苹果") == (1, 3)
+    assert find(["苹", "果汁"], "苹果") is None
 
 
 def _run(main, args):
@@ -149,13 +157,14 @@ def test_similarity_previews_end_at_a_word_boundary():
     assert similarity_demo.preview(text) == "I deposited the money at the..."
     assert similarity_demo.preview("The bank raised rates .") == "The bank raised rates ."
     assert similarity_demo.preview("我在银行存了一笔钱。" * 5, width=8) == "我在银行存了一笔..."
-    for _, sentence in similarity_demo.DEMOS["en"][1]:
+    for _, sentence in similarity_demo.DEMOS["en"][0][1]:
         shown = similarity_demo.preview(sentence)
         assert shown == sentence or sentence.startswith(shown[:-3] + " ")
     # around the demo's word, so that the compared word is seen
     assert similarity_demo.preview(text, word="bank") == "...money at the bank on Monday ."
     chinese = similarity_demo.preview("我在银行存了一笔钱。" * 5, width=8, word="钱")
     assert chinese == "...存了一笔钱。我在..."
-    for lang, (word, sentences) in similarity_demo.DEMOS.items():
-        for _, sentence in sentences:
-            assert word in similarity_demo.preview(sentence, word=word), (lang, sentence)
+    for lang, demos in similarity_demo.DEMOS.items():
+        for word, sentences in demos:
+            for _, sentence in sentences:
+                assert word in similarity_demo.preview(sentence, word=word), (lang, sentence)

@@ -4,8 +4,9 @@
 
 PIPELINE_OR_WEIGHTS: a trained pipeline with an `elmo` component (its language decides), or
 biLM weights (a directory or weights.hdf5); default: the biLM bundled for --lang. English:
-"bank" (money, river); Chinese: the character 行 in 银行 (bank) and in 步行 (to walk), as
-spaCy's default `zh` tokenizer splits characters.
+"bank" (money, river); Chinese: the character 行 in 银行 (bank) and in 步行 (to walk), and
+苹果 (the fruit, the company). A word of several tokens (苹果 is two characters to spaCy's
+default `zh` tokenizer) is the mean of its tokens' vectors.
 """
 
 from __future__ import annotations
@@ -20,21 +21,39 @@ from spacy.language import Language
 
 from .messages import user_errors
 
-# per language: the word, and (sense, sentence) pairs with it as a token
-DEMOS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
-    "en": ("bank", [
+# per language: words, each with (sense, sentence) pairs that hold it as a run of tokens
+DEMOS: Dict[str, List[Tuple[str, List[Tuple[str, str]]]]] = {
+    "en": [("bank", [
         ("money", "I deposited the money at the bank on Monday ."),
         ("money", "The bank raised its interest rates again ."),
         ("river", "We had a picnic on the grassy bank of the river ."),
         ("river", "The boat drifted towards the muddy bank ."),
-    ]),
-    "zh": ("行", [
+    ])],
+    "zh": [("行", [
         ("bank", "我在银行存了一笔钱。"),
         ("bank", "这家银行又提高了利率。"),
         ("walk", "我们一起步行去学校。"),
         ("walk", "他每天步行上班。"),
-    ]),
+    ]), ("苹果", [
+        ("fruit", "我每天早上吃一个苹果。"),
+        ("fruit", "这些苹果又红又甜。"),
+        ("company", "苹果公司发布了新款手机。"),
+        ("company", "他在苹果做软件工程师。"),
+    ])],
 }
+
+
+def find_word(tokens: List[str], word: str) -> Optional[Tuple[int, int]]:
+    """The first run of tokens `[start, end)` whose texts joined without spaces are `word`."""
+    for start in range(len(tokens)):
+        joined = ""
+        for end in range(start, len(tokens)):
+            joined += tokens[end]
+            if joined == word:
+                return start, end + 1
+            if not word.startswith(joined):
+                break
+    return None
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -88,24 +107,29 @@ def main(source: Optional[Path] = typer.Argument(None),
 
 
 def compare_senses(nlp: Language) -> None:
-    """Print the cosines of the demo word's vectors across the sentences of the pipeline's
-    language, and whether each view separates the senses."""
+    """Print, for each demo word of the pipeline's language, the cosines of its vectors across
+    its sentences, and whether each view separates the senses."""
     if nlp.lang not in DEMOS:
         raise typer.BadParameter(f"no demo sentences for {nlp.lang!r}; languages: "
                                  f"{sorted(DEMOS)}")
-    word, sentences = DEMOS[nlp.lang]
     elmo = nlp.get_pipe("elmo")
     elmo.cfg["store_layers"] = True  # type: ignore[attr-defined]
+    for word, sentences in DEMOS[nlp.lang]:
+        compare_word(nlp, word, sentences)
+
+
+def compare_word(nlp: Language, word: str, sentences: List[Tuple[str, str]]) -> None:
     vecs, layers = [], []
     for _, text in sentences:
         doc = nlp(text)
         tokens = [t.text for t in doc]
-        if word not in tokens:
-            raise typer.BadParameter(f"{word!r} is not a token of {text!r} ({tokens}): the "
-                                     f"demo needs the pipeline's default tokenizer")
-        i = tokens.index(word)
-        vecs.append(doc._.elmo[i])
-        layers.append(doc._.elmo_layers[:, i])
+        found = find_word(tokens, word)
+        if found is None:
+            raise typer.BadParameter(f"{word!r} is not a run of tokens of {text!r} ({tokens}): "
+                                     "the demo needs the pipeline's default tokenizer")
+        start, end = found
+        vecs.append(doc._.elmo[start:end].mean(0))
+        layers.append(doc._.elmo_layers[:, start:end].mean(1))
     tokens_only = [v[0] for v in layers]
     typer.echo(f"cosine similarity of {word!r} (ELMo mix | token layer only):")
     for a in range(len(sentences)):
