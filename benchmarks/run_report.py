@@ -176,10 +176,11 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
                          f"{r.get('elapsed_s', 0) / 3600:.2f} | {r.get('cpu_s', 0) / 3600:.2f} |"
                          + (cell if extra else ""))
         lines.append("")
-        end = card_curve(compare) if step_offset and compare is not None else {}
-        if end and compare is not None:
+        continued = card_curve(compare) if step_offset and compare is not None else {}
+        if continued and compare is not None:
+            end = max(continued)
             lines += [f"The weights it continues, `{card_name(compare)}`: dev perplexity "
-                      f"{end[max(end)]:.1f} at its step {max(end):,} (its model card).", ""]
+                      f"{continued[end]:.1f} at its step {end:,} (its model card).", ""]
     snapshots = sorted((run / "snapshots").glob("step_*")) if (run / "snapshots").exists() else []
     if snapshots:
         lines += ["Snapshots on disk: " + ", ".join(p.name for p in snapshots), ""]
