@@ -411,9 +411,9 @@ class Errors(metaclass=Catalogue):
     E209 = ("The server has {n} requests waiting for the model, its limit (--max-queue). "
             "Send this one again shortly, or to another worker.")
     E210 = ("Cannot tokenize texts for language {lang!r}: {err}. {fix}")
-    E211 = ("`mix_weights` and `gamma` go with `layers` \"mix\" only, and `mix_weights` is "
+    E211 = ("`mix_weights` and `gamma` go with `layers` \"mix\" only, `mix_weights` is "
             "{n_layers} non-negative numbers with a positive sum (one per layer, token layer "
-            "first); got {value}.")
+            "first), and `gamma` a number float32 holds (at most 3.4e38 in size); got {value}.")
     E212 = ("This endpoint answers {offered}, none of which the Accept header {accept!r} takes. "
             "Send Accept: application/json (or one of the others), or no Accept header.")
     E213 = ("The request's Content-Type is {content_type!r}; send the body as JSON with "
@@ -495,6 +495,21 @@ class Errors(metaclass=Catalogue):
     E262 = ("The layer mix (spacy-elmo.ScalarMix.v1) does not know the width of the layers it "
             "mixes: initialize it with sample layers (model.initialize(X=...)), or give it "
             "`width`.")
+    # The HTTP server, continued (E270-E279)
+    E270 = ("`gamma` {gamma} scales the mixed vectors past what float32 holds (some are "
+            "infinite): give a `gamma` of ordinary size (the component's learned ones are near "
+            "1), or leave it out.")
+    E271 = ("The answer would hold {n:,} numbers as JSON, more than this server's limit of "
+            "{limit:,} (--max-json-values; JSON takes about 12 bytes a number). Ask for it as "
+            "binary (Accept: application/x-npy or application/octet-stream), for fewer layers "
+            "(`layers` \"top\" or \"mix\"), or send fewer tokens a request.")
+    E272 = ("Cannot serve on {host}:{port}: {err}. Another process may be listening there: "
+            "stop it, or give another --port (0: any free one); --host must be an address of "
+            "this machine (127.0.0.1, 0.0.0.0, ::1, or one of its own).")
+    E273 = ("RANK={rank!r} and WORLD_SIZE={world!r} in the environment do not name a shard "
+            "(torchrun sets RANK to 0 .. WORLD_SIZE-1): unset them to embed the whole file, or "
+            "give the shard as --shard i/N.")
+    E274 = ("Stopped by Ctrl-C (SIGINT) while the model was loading: nothing was served.")
 
 
 class Warnings(metaclass=Catalogue):

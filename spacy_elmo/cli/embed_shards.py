@@ -64,11 +64,16 @@ def parse_shard(text: str) -> Shard:
 
 
 def shard_from_env() -> Optional[Shard]:
-    """The shard of a process that torchrun started (RANK of WORLD_SIZE > 1), else None."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if world <= 1:
+    """The shard of a process that torchrun started (RANK of WORLD_SIZE > 1), else None;
+    E273 for values that name no shard."""
+    world = os.environ.get("WORLD_SIZE", "").strip() or "1"
+    rank = os.environ.get("RANK", "").strip() or "0"
+    if world.isdigit() and int(world) <= 1:
         return None
-    return Shard(int(os.environ.get("RANK", "0")), world)
+    if not (world.isdigit() and rank.isdigit() and int(rank) < int(world)):
+        raise ElmoError(Errors.E273.format(rank=os.environ.get("RANK"),
+                                           world=os.environ.get("WORLD_SIZE")))
+    return Shard(int(rank), int(world))
 
 
 def shard_path(output: Path, shard: Shard) -> Path:

@@ -15,6 +15,7 @@ from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..serve.settings import LOCAL_HOSTS, Batching, Limits, ServeSettings
+from ..validation import check_all, thread_count
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed import select_device
 
@@ -61,6 +62,9 @@ def serve_cli(
         "Most sentences (or texts) a request.")),
     max_tokens: int = typer.Option(Limits.max_tokens, "--max-tokens", help=(
         "Most tokens a request (texts: once tokenized).")),
+    max_json_values: int = typer.Option(Limits.max_json_values, "--max-json-values", help=(
+        "Most numbers a JSON answer holds (binary answers: no limit); larger ones get HTTP "
+        "413.")),
     shutdown_timeout: float = typer.Option(ServeSettings.shutdown_timeout, "--shutdown-timeout",
                                            help=("After SIGTERM/Ctrl-C, seconds to answer the "
                                                  "requests waiting; later ones get HTTP 503.")),
@@ -73,18 +77,22 @@ def serve_cli(
     missing = [name for name in EXTRA if importlib.util.find_spec(name) is None]
     if missing:
         fail(Errors.E200.format(missing=" and ".join(missing)))
-    from ..serve.run import serve
+    from ..serve.run import check_listen, serve
     from ..serve.served import open_served
 
     settings = ServeSettings(
         host=host, port=port, shutdown_timeout=shutdown_timeout, access_log=access_log,
-        log_level=log_level,
+        log_level=log_level.lower(),
         limits=Limits(max_request_bytes=max_request_bytes, max_sentences=max_sentences,
-                      max_tokens=max_tokens),
+                      max_tokens=max_tokens, max_json_values=max_json_values),
         batching=Batching(max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens,
                           enabled=batching, max_queue=max_queue))
     try:
         settings.check()
+        check_all({"--threads": threads}, {"--threads": thread_count(optional=True)},
+                  Errors.E020)
+        if port != 0:
+            check_listen(host, port)
         device = select_device(gpu_id)
         if threads is not None:
             torch.set_num_threads(threads)
@@ -93,11 +101,16 @@ def serve_cli(
                              max_batch_tokens=max_batch_tokens)
     except ElmoError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        fail(Errors.E274, code=130)
     if host not in LOCAL_HOSTS:
         warn(Warnings.W030.format(host=host))
     msg.info(f"Serving {served.info['model']['kind']} {served.info['model']['source']!r} "
              f"({served.n_layers} layers x {served.width}, {served.bilm.precision}).")
-    stopped_by = serve(served, settings, threads=threads)
+    try:
+        stopped_by = serve(served, settings, threads=threads)
+    except ElmoError as err:
+        fail(str(err))
     if stopped_by is not None:
         msg.good(f"Stopped by {signal.Signals(stopped_by).name}.")
         raise typer.Exit(128 + stopped_by)

@@ -73,9 +73,18 @@ def json_body(value: Any) -> bytes:
                       separators=(",", ":")).encode("utf-8")
 
 
-def embed_body(answer: Embedded, media: str) -> Tuple[bytes, Dict[str, str]]:
-    """The body and headers of a /v1/embed answer in `media`."""
+def check_json_values(n: int, limit: int) -> None:
+    """E271 (413) for a JSON answer of more than `limit` numbers."""
+    if n > limit:
+        raise ClientError(Errors.E271.format(n=n, limit=limit), 413)
+
+
+def embed_body(answer: Embedded, media: str, max_json_values: int
+               ) -> Tuple[bytes, Dict[str, str]]:
+    """The body and headers of a /v1/embed answer in `media` (E271 for JSON of more than
+    `max_json_values` numbers)."""
     if media == JSON:
+        check_json_values(sum(a.size for a in answer.arrays), max_json_values)
         data: Dict[str, Any] = {"layers": answer.layers, "width": answer.width,
                                 "embeddings": [a.tolist() for a in answer.arrays]}
         if answer.tokens is not None:
@@ -92,7 +101,11 @@ def embed_body(answer: Embedded, media: str) -> Tuple[bytes, Dict[str, str]]:
     return np.ascontiguousarray(array).tobytes(), headers
 
 
-def parse_body(answer: Parsed) -> bytes:
+def parse_body(answer: Parsed, max_json_values: int) -> bytes:
+    """A /v1/parse answer (E271 when its vectors are more than `max_json_values` numbers)."""
+    if answer.vectors is not None:
+        check_json_values(sum(v.size for v in answer.vectors if v is not None),
+                          max_json_values)
     docs: List[Dict[str, Any]] = []
     for i, doc in enumerate(answer.docs):
         item: Dict[str, Any] = {"doc": doc}
@@ -102,8 +115,3 @@ def parse_body(answer: Parsed) -> bytes:
         docs.append(item)
     return json_body({"docs": docs})
 
-
-def split_lengths(array: np.ndarray, lengths: str) -> List[np.ndarray]:
-    """A binary answer split back into one array a sentence (`lengths`: X-Elmo-Lengths)."""
-    counts = [int(n) for n in lengths.split(",")] if lengths else []
-    return np.split(array, np.cumsum(counts)[:-1], axis=-2) if counts else []

@@ -45,7 +45,8 @@ ERRORS: Dict[Any, Dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text} for status, text in (
         (400, "Not UTF-8, or not JSON (E204, E205)"),
         (406, "No acceptable media type (E212)"),
-        (413, "Over a limit: bytes, sentences or tokens (E201-E203)"),
+        (413, "Over a limit: bytes, sentences or tokens (E201-E203), or numbers of a JSON "
+              "answer (E271)"),
         (415, "Not declared as JSON (E213)"),
         (422, "Valid JSON that the endpoint cannot take (E206-E211)"),
         (500, "The model failed on this request (E217)"),
@@ -98,8 +99,13 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
         body = await _read_body(request, state)
         media = answers.negotiate(request.headers.get("accept"), answers.EMBED_TYPES)
         job = await run_in_threadpool(embed_job, body, limits, served.n_layers)
+        if media == answers.JSON and job.sentences is not None:  # before the model runs
+            layers = served.n_layers if job.layers == "all" else 1
+            answers.check_json_values(sum(map(len, job.sentences)) * layers * served.width,
+                                      limits.max_json_values)
         result = await _outcome(request, batcher.submit("embed", job, job.cost))
-        content, headers = await run_in_threadpool(answers.embed_body, result, media)
+        content, headers = await run_in_threadpool(answers.embed_body, result, media,
+                                                   limits.max_json_values)
         return Response(content, media_type=media, headers=headers)
 
     if "parse" in served.kinds:
@@ -111,7 +117,8 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
             answers.negotiate(request.headers.get("accept"), answers.JSON_ONLY)
             job = await run_in_threadpool(parse_job, body, limits)
             result = await _outcome(request, batcher.submit("parse", job, job.cost))
-            content = await run_in_threadpool(answers.parse_body, result)
+            content = await run_in_threadpool(answers.parse_body, result,
+                                              limits.max_json_values)
             return Response(content, media_type=answers.JSON)
 
     @app.get("/healthz", response_model=HealthResponse, summary="200 while serving",
@@ -225,9 +232,11 @@ def _add_error_handlers(app: FastAPI, served: Served) -> None:
         if err.status_code in (404, 405):
             if request.url.path == "/v1/parse" and "parse" not in served.kinds:
                 return _error(ClientError(Errors.E214.format(path="/v1/parse"), 404))
-            return _error(ClientError(Errors.E215.format(
+            answer = _error(ClientError(Errors.E215.format(
                 method=request.method, path=request.url.path,
                 endpoints=", ".join(endpoints(app))), err.status_code))
+            answer.headers.update(err.headers or {})  # 405: Allow
+            return answer
         return _error(ClientError(Errors.E217.format(err=err.detail), err.status_code))
 
     async def internal_error(request: Request, err: Exception) -> Response:

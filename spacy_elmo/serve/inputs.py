@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Type, TypeVar
+from unicodedata import east_asian_width
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,6 +22,7 @@ M = TypeVar("M", bound=BaseModel)
 BOM = "\ufeff"
 LANG = re.compile(r"[a-z]{2,3}")
 MAX_SHOWN = 5  # schema problems named in one message
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class ClientError(ElmoError):
@@ -54,7 +56,7 @@ class EmbedJob:
         """Tokens with <S> and </S> (estimated for texts: they are tokenized later)."""
         if self.sentences is not None:
             return sum(len(s) + 2 for s in self.sentences)
-        return sum(text_tokens_at_least(t) + 2 for t in self.texts or [])
+        return sum(text_cost(t, self.max_tokens) + 2 for t in self.texts or [])
 
 
 @dataclass
@@ -67,13 +69,27 @@ class ParseJob:
 
     @property
     def cost(self) -> int:
-        return sum(text_tokens_at_least(t) + 2 for t in self.texts)
+        return sum(text_cost(t, self.max_tokens) + 2 for t in self.texts)
 
 
 def text_tokens_at_least(text: str) -> int:
     """A lower bound of a text's tokens: spaCy's tokenizers split at whitespace, and
     further."""
     return len(text.split())
+
+
+def text_cost(text: str, max_tokens: int) -> int:
+    """A text's tokens as batching estimates them before tokenizing: a whitespace-separated
+    word each, or each of its wide characters (CJK and other scripts written without spaces,
+    which spaCy's tokenizers for them split about a character a token); at most `max_tokens`
+    (a text with more is refused once tokenized)."""
+    tokens = 0
+    for word in text.split():
+        wide = sum(1 for ch in word if ord(ch) >= 0x1100 and east_asian_width(ch) in "WF")
+        tokens += max(wide, 1)
+        if tokens >= max_tokens:
+            return max_tokens
+    return tokens
 
 
 def check_content_type(value: Optional[str]) -> None:
@@ -246,12 +262,13 @@ def unicode_problem(text: str) -> Optional[str]:
 
 
 def check_mix(request: EmbedRequest, n_layers: int) -> None:
-    """E211 for mix settings without layers "mix", or weights that are not one
-    non-negative number a layer with a positive sum."""
+    """E211 for mix settings without layers "mix", weights that are not one non-negative
+    number a layer with a positive sum, or a gamma float32 cannot hold."""
     weights = request.mix_weights
     given = weights is not None or request.gamma is not None
     bad = (given and request.layers != "mix") or (weights is not None and (
-        len(weights) != n_layers or any(w < 0 for w in weights) or sum(weights) <= 0))
+        len(weights) != n_layers or any(w < 0 for w in weights) or math.fsum(weights) <= 0)
+    ) or (request.gamma is not None and abs(request.gamma) > FLOAT32_MAX)
     if bad:
         value = (f"layers {request.layers!r}, mix_weights {weights}, gamma {request.gamma}")
         raise ClientError(Errors.E211.format(n_layers=n_layers, value=value), 422)

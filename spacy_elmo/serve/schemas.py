@@ -7,7 +7,6 @@ from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LAYERS = ("all", "top", "average", "mix")
 Layers = Literal["all", "top", "average", "mix"]
 
 

@@ -24,6 +24,7 @@ from spacy.language import Language
 from .. import __version__
 from ..bilm import BiLM, load_bilm
 from ..bilm.embedder import Embedder, mix_layers, reduce_layers
+from ..bilm.precision import check_precision
 from ..bilm.windows import MAX_BATCH_TOKENS
 from ..checksums import tensors_sha256
 from ..errors import ElmoError, Errors, first_line
@@ -68,6 +69,7 @@ def open_served(source: Optional[str], *, options: Optional[str] = None,
     if source is not None and is_pipeline_dir(Path(source)):
         return _open_pipeline(Path(source), gpu_id=gpu_id, precision=precision,
                               max_batch_tokens=max_batch_tokens)
+    check_precision(precision or "fp32", device)  # before a long load or download
     bilm = load_bilm(source, options, format=weights_format, lang=lang).to(device)
     bilm.set_precision(precision or "fp32")
     embedder = Embedder(bilm, max_batch_tokens=max_batch_tokens)
@@ -81,6 +83,9 @@ def _open_pipeline(path: Path, *, gpu_id: int, precision: Optional[str],
             spacy.require_gpu(gpu_id)
         except (ValueError, ImportError) as err:
             raise ElmoError(Errors.E219.format(gpu_id=gpu_id, err=first_line(err))) from err
+    if precision is not None:  # before the pipeline loads
+        check_precision(precision, torch.device("cuda", gpu_id) if gpu_id >= 0
+                        else torch.device("cpu"))
     try:
         nlp = spacy.load(path)
     except (OSError, ValueError) as err:  # spaCy's own errors, with its codes
@@ -161,20 +166,27 @@ class Served:
         arrays = iter(list(self.embedder.embed(s for _, sentences in todo for s in sentences)))
         for i, sentences in todo:
             job = jobs[i]
-            outcomes[i] = Embedded(
-                layers=job.layers, width=self.width,
-                arrays=[self._reduce(next(arrays), job) for _ in sentences],
-                tokens=sentences if job.texts is not None else None)
+            try:
+                reduced = [self._reduce(next(arrays), job) for _ in sentences]
+            except ClientError as err:
+                outcomes[i] = err
+                continue
+            outcomes[i] = Embedded(layers=job.layers, width=self.width, arrays=reduced,
+                                   tokens=sentences if job.texts is not None else None)
         return outcomes
 
     def _reduce(self, layers: np.ndarray, job: EmbedJob) -> np.ndarray:
         """(L+1, n, width) -> what the job asks for (mix: the request's weights, else the
-        pipeline's own mix, else equal weights)."""
+        pipeline's own mix, else equal weights); E270 when the request's gamma overflows."""
         if job.layers == "mix":
             if self.component is not None and job.mix_weights is None and job.gamma is None:
                 return self.component.fixed_mix(layers)
-            return mix_layers(layers, job.mix_weights,
-                              1.0 if job.gamma is None else job.gamma)
+            gamma = 1.0 if job.gamma is None else job.gamma
+            with np.errstate(over="ignore", invalid="ignore"):
+                mixed = mix_layers(layers, job.mix_weights, gamma)
+            if not np.isfinite(mixed).all():
+                raise ClientError(Errors.E270.format(gamma=gamma), 422)
+            return mixed
         return reduce_layers(torch.from_numpy(layers), job.layers).numpy()
 
     def _tokenize(self, texts: List[str], lang: Optional[str], max_tokens: int

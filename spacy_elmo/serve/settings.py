@@ -7,9 +7,10 @@ from typing import Any, Dict
 
 from ..bilm.windows import MAX_BATCH_TOKENS
 from ..errors import Errors
-from ..validation import Rule, check_all, integer, is_int, number
+from ..validation import Rule, check_all, choice, integer, is_int, number
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 PORT = Rule("an integer in [0, 65535] (0: any free port)", lambda v: is_int(v) and 0 <= v <= 65535,
             "int")
 
@@ -17,11 +18,15 @@ PORT = Rule("an integer in [0, 65535] (0: any free port)", lambda v: is_int(v) a
 @dataclass(frozen=True)
 class Limits:
     """The most a request may hold: bytes of body, sentences (or texts), and tokens in all
-    (counted after tokenizing texts). Bigger requests get HTTP 413 naming the limit."""
+    (counted after tokenizing texts); and the most numbers a JSON answer holds (binary
+    answers have no such limit). Bigger requests get HTTP 413 naming the limit."""
 
     max_request_bytes: int = 1 << 20
     max_sentences: int = 256
     max_tokens: int = 4096
+    # 4,096 tokens of one 1,024-wide layer: about 50 MB of JSON, several times that while
+    # it is made
+    max_json_values: int = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -51,16 +56,19 @@ class ServeSettings:
 
     def check(self) -> None:
         """E020 for a setting out of range, named by its flag."""
-        values = {"--port": self.port, "--shutdown-timeout": self.shutdown_timeout,
+        values = {"--port": self.port, "--log-level": self.log_level,
+                  "--shutdown-timeout": self.shutdown_timeout,
                   "--max-request-bytes": self.limits.max_request_bytes,
                   "--max-sentences": self.limits.max_sentences,
                   "--max-tokens": self.limits.max_tokens,
+                  "--max-json-values": self.limits.max_json_values,
                   "--max-wait-ms": self.batching.max_wait_ms,
                   "--max-batch-tokens": self.batching.max_batch_tokens,
                   "--max-queue": self.batching.max_queue}
-        rules = {"--port": PORT, "--shutdown-timeout": number(0),
+        rules = {"--port": PORT, "--log-level": choice(LOG_LEVELS), "--shutdown-timeout": number(0),
                  "--max-request-bytes": integer(1), "--max-sentences": integer(1),
-                 "--max-tokens": integer(1), "--max-wait-ms": number(0, 60_000),
+                 "--max-tokens": integer(1), "--max-json-values": integer(1),
+                 "--max-wait-ms": number(0, 60_000),
                  "--max-batch-tokens": integer(1), "--max-queue": integer(1)}
         check_all(values, rules, Errors.E020)
 

@@ -226,3 +226,20 @@ def test_a_shard_file_gone_reads_as_nan_never_as_zeros(tmp_path, tiny_weights_di
     shard_path(out, parse_shard("1/2")).unlink()
     sharded, _ = _read(out)
     assert np.isnan(sharded["1"]).all() and np.isfinite(sharded["0"]).all()
+
+
+@pytest.mark.parametrize("rank,world", [("2", "2"), ("x", "2"), ("0", "two"), ("-1", "2")])
+def test_a_torchrun_environment_that_names_no_shard_is_refused(tmp_path, tiny_weights_dir,
+                                                               monkeypatch, rank, world):
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", world)
+    with pytest.raises(ElmoError, match=r"\[E273\] RANK=.* and WORLD_SIZE="):
+        _embed(_input(tmp_path), tmp_path / "o.h5", tiny_weights_dir)
+    assert not list(tmp_path.glob("o.h5*"))
+
+
+def test_a_world_of_one_embeds_the_whole_file(tmp_path, tiny_weights_dir, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "whatever")  # unused without a world of several
+    _embed(_input(tmp_path), tmp_path / "o.h5", tiny_weights_dir)
+    assert (tmp_path / "o.h5").is_file() and not list(tmp_path.glob("o.h5.shard-*"))

@@ -21,6 +21,13 @@ WEIGHTS = FIXTURE_DIR / "lm_weights.hdf5"
 OPTIONS = FIXTURE_DIR / "options.json"
 
 
+def split_lengths(array: np.ndarray, lengths: str) -> List[np.ndarray]:
+    """A binary answer split back into one array a sentence (`lengths`: X-Elmo-Lengths), as
+    docs/serving.md shows clients."""
+    counts = [int(n) for n in lengths.split(",")] if lengths else []
+    return np.split(array, np.cumsum(counts)[:-1], axis=-2) if counts else []
+
+
 def fixture_sentences() -> List[List[str]]:
     import json
 

@@ -17,7 +17,7 @@ from spacy_elmo.serve import answers
 from spacy_elmo.serve.served import open_served
 from spacy_elmo.serve.settings import Batching, Limits
 
-from .conftest import OPTIONS, WEIGHTS, client
+from .conftest import OPTIONS, WEIGHTS, client, split_lengths
 
 ATOL = 1e-6
 
@@ -78,13 +78,13 @@ def test_binary_answers_hold_the_json_values(served_bilm, embedded):
     array = np.load(io.BytesIO(npy.content), allow_pickle=False)
     assert array.dtype == np.float32 and npy.headers["X-Elmo-Shape"] == ",".join(
         map(str, array.shape))
-    parts = answers.split_lengths(array, npy.headers["X-Elmo-Lengths"])
+    parts = split_lengths(array, npy.headers["X-Elmo-Lengths"])
     assert [p.shape[1] for p in parts] == [len(s) for s in sentences]
     for part, expected in zip(parts, as_json, strict=True):  # (JSON has no shape for [])
         assert np.array_equal(part, np.asarray(expected, dtype="float32").reshape(part.shape))
     flat = np.frombuffer(raw.content, dtype="<f4").reshape(
         [int(n) for n in raw.headers["X-Elmo-Shape"].split(",")])
-    for part, expected in zip(answers.split_lengths(flat, raw.headers["X-Elmo-Lengths"]), top,
+    for part, expected in zip(split_lengths(flat, raw.headers["X-Elmo-Lengths"]), top,
                               strict=True):
         assert np.array_equal(part, np.asarray(expected, dtype="float32").reshape(part.shape))
 
@@ -196,6 +196,7 @@ def test_unknown_endpoints_and_methods(served_bilm):
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "E215"
     assert "POST /v1/embed" in missing.json()["error"]["message"]
     assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "E215"
+    assert wrong.headers["Allow"] == "POST"
     assert parse.status_code == 404 and parse.json()["error"]["code"] == "E214"
 
 
@@ -225,6 +226,46 @@ def test_a_stopping_server_refuses_and_says_so(served_bilm):
     assert response.status_code == 503 and response.json()["error"]["code"] == "E216"
     assert response.headers["Retry-After"] == "1"
     assert health.status_code == 503 and health.json() == {"status": "stopping"}
+
+
+def test_mix_weights_of_any_size_and_a_gamma_too_large_for_float32(served_bilm, embedded):
+    """Weights are normalised in float64 (huge or tiny ones mix as their ratios say); a
+    gamma that overflows the vectors is refused (E270) in JSON and binary alike, and the
+    other requests of its batch are answered."""
+    sentence = embedded["sentences"][0]
+    layers = embedded["all"][0]
+    mix = {"sentences": [sentence], "layers": "mix"}
+    with client(served_bilm) as c:
+        huge = embed(c, {**mix, "mix_weights": [1, 1, 1e308]})
+        tiny = embed(c, {**mix, "mix_weights": [1e-46, 0, 0]})
+        over = c.post("/v1/embed", json={**mix, "gamma": 1e38})
+        over_npy = c.post("/v1/embed", json={**mix, "gamma": 1e38},
+                          headers={"Accept": answers.NPY})
+        after = embed(c, {**mix, "gamma": 2.0})
+    assert huge.status_code == tiny.status_code == 200
+    assert_close(huge.json()["embeddings"][0], layers[2])
+    assert_close(tiny.json()["embeddings"][0], layers[0])
+    for response in (over, over_npy):
+        assert response.status_code == 422 and response.json()["error"]["code"] == "E270"
+    assert_close(after.json()["embeddings"][0], 2.0 * layers.mean(0))
+
+
+def test_json_answers_have_a_size_limit_binary_ones_do_not(served_bilm, embedded):
+    sentence = embedded["sentences"][0]
+    width = served_bilm.width
+    limit = len(sentence) * width  # one layer of the sentence fits, all three do not
+    with client(served_bilm, limits=Limits(max_json_values=limit)) as c:
+        top = embed(c, {"sentences": [sentence], "layers": "top"})
+        every = c.post("/v1/embed", json={"sentences": [sentence]})
+        text = c.post("/v1/embed", json={"texts": [" ".join(sentence)]})
+        binary = embed(c, {"sentences": [sentence]}, Accept=answers.NPY)
+        info = c.get("/v1/info").json()
+    assert top.status_code == 200 and binary.status_code == 200
+    for response in (every, text):  # refused before the model runs, or once texts are split
+        error = response.json()["error"]
+        assert response.status_code == 413 and error["code"] == "E271"
+        assert f"{3 * limit:,} numbers" in error["message"]
+    assert info["settings"]["limits"]["max_json_values"] == limit
 
 
 def test_a_model_failure_fails_that_request_only(served_bilm, embedded):

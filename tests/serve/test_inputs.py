@@ -14,8 +14,10 @@ from spacy_elmo.serve.inputs import (
     embed_job,
     parse_job,
 )
-from spacy_elmo.serve.served import Embedded
+from spacy_elmo.serve.served import Embedded, Parsed
 from spacy_elmo.serve.settings import Limits
+
+from .conftest import split_lengths
 
 LIMITS = Limits(max_request_bytes=1000, max_sentences=3, max_tokens=10)
 
@@ -79,6 +81,8 @@ def test_a_byte_order_mark_is_ignored_and_odd_unicode_kept():
     ({"sentences": [["a"]], "layers": "mix", "mix_weights": [1, 1]}, "E211", "3 non-negative"),
     ({"sentences": [["a"]], "layers": "mix", "mix_weights": [1, -1, 1]}, "E211", "[1.0, -1.0"),
     ({"sentences": [["a"]], "layers": "mix", "mix_weights": [0, 0, 0]}, "E211", "positive"),
+    ({"sentences": [["a"]], "layers": "mix", "gamma": 1e39}, "E211", "gamma 1e+39"),
+    ({"sentences": [["a"]], "layers": "mix", "gamma": -1e39}, "E211", "float32 holds"),
 ])
 def test_embed_requests_that_are_refused(value, code, words):
     err = refused(embed_job, body(value), LIMITS, 3)
@@ -94,6 +98,17 @@ def test_a_good_embed_request_becomes_a_job():
     assert job.cost == 4 + 2  # each sentence with <S> and </S>
     texts = embed_job(body({"texts": ["Hello world"], "lang": "de"}), LIMITS, 3)
     assert texts.texts == ["Hello world"] and texts.lang == "de" and texts.cost == 4
+
+
+def test_texts_without_spaces_cost_a_token_a_wide_character():
+    """Batching counts what spaCy's tokenizers will make of a text: Chinese or Japanese is
+    about a token a character, not one token for the whole run of characters."""
+    limits = Limits(max_tokens=100)
+    job = embed_job(body({"texts": ["我们在银行工作", "苹果 apple"], "lang": "zh"}), limits, 3)
+    assert job.cost == (7 + 2) + (2 + 1 + 2)
+    long = embed_job(body({"texts": ["字" * 5000], "lang": "zh"}), limits, 3)
+    assert long.cost == 100 + 2  # at most the token limit (more is refused once tokenized)
+    assert parse_job(body({"texts": ["東京は大きい"]}), limits).cost == 6 + 2
 
 
 def test_parse_requests():
@@ -140,14 +155,28 @@ def test_accept_headers_that_take_nothing_offered(accept):
     assert (err.code, err.status) == ("E212", 406)
 
 
+def test_json_answers_over_the_limit_are_refused_and_binary_ones_kept():
+    arrays = [np.zeros((3, 4, 5), dtype="float32")]  # 60 numbers
+    answer = Embedded(layers="all", width=5, arrays=arrays)
+    assert json.loads(answers.embed_body(answer, answers.JSON, 60)[0])["width"] == 5
+    err = refused(answers.embed_body, answer, answers.JSON, 59)
+    assert (err.code, err.status) == ("E271", 413) and "60 numbers" in str(err)
+    assert "application/x-npy" in str(err) and "--max-json-values" in str(err)
+    raw, _ = answers.embed_body(answer, answers.RAW, 59)
+    assert len(raw) == 60 * 4
+    parsed = Parsed(docs=[{"text": "a"}], vectors=[np.zeros((4, 5), dtype="float32")])
+    assert json.loads(answers.parse_body(parsed, 20))["docs"][0]["elmo"][0] == [0.0] * 5
+    assert refused(answers.parse_body, parsed, 19).code == "E271"
+
+
 def test_binary_answers_split_back_into_sentences():
     arrays = [np.random.rand(3, n, 4).astype("float32") for n in (2, 0, 5)]
     answer = Embedded(layers="all", width=4, arrays=arrays)
-    raw, headers = answers.embed_body(answer, answers.RAW)
+    raw, headers = answers.embed_body(answer, answers.RAW, 10**6)
     assert headers["X-Elmo-Lengths"] == "2,0,5" and headers["X-Elmo-Shape"] == "3,7,4"
     flat = np.frombuffer(raw, dtype="<f4").reshape(3, 7, 4)
-    for got, want in zip(answers.split_lengths(flat, headers["X-Elmo-Lengths"]), arrays,
+    for got, want in zip(split_lengths(flat, headers["X-Elmo-Lengths"]), arrays,
                          strict=True):
         assert np.array_equal(got, want)
-    assert json.loads(answers.embed_body(answer, answers.JSON)[0])["embeddings"][2] == \
+    assert json.loads(answers.embed_body(answer, answers.JSON, 10**6)[0])["embeddings"][2] == \
         arrays[2].tolist()
