@@ -2,6 +2,7 @@
 
   python benchmarks/run_report.py RUN_DIR --out benchmarks/results/RUN.md [--command "..."]
       [--compare spacy_elmo/data/elmo_en_small/README.md] [--step-offset N]
+      [--perplexity NAME=TEXT ...]
 
 Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrain` run
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
@@ -11,7 +12,10 @@ WiC dev accuracy (`scripts/wic.py`, kept as `wic.json` in the snapshot so that i
 computed once; snapshots that already have one are listed without --wic); with --probes
 DATA_DIR, each snapshot's nearest-neighbour WSD on SemEval-2007 and XPOS dev accuracy
 (`scripts/probe_wsd.py`, `scripts/probe_pos.py`; kept as `probe_wsd.json` and
-`probe_pos.json` in the snapshot, about 3 minutes a snapshot on 2 cores). The run directory
+`probe_pos.json` in the snapshot, about 3 minutes a snapshot on 2 cores); with --perplexity
+NAME=TEXT, each snapshot's perplexity on other held-out text, as the model card gives it
+(`scripts/bundle.py --perplexity`: the run's dev_max_tokens tokens; kept as
+`perplexity_NAME.json`), beside the compared card's figure. The run directory
 itself (checkpoint, snapshots) is too large for git; this page is the record that survives it.
 """
 
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import typer
+from spacy_elmo_lab.bundle import extra_perplexities
 from spacy_elmo_lab.messages import user_errors
 from spacy_elmo_lab.probe_pos import cached_probe as pos_probe
 from spacy_elmo_lab.probe_wsd import cached_probe as wsd_probe
@@ -31,6 +36,8 @@ from spacy_elmo_lab.probes import best_layer, probe_data
 from spacy_elmo_lab.wic import cached_probe, chosen
 
 from spacy_elmo.files.atomic import write_text
+from spacy_elmo.files.json_io import write_json
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics
 
@@ -131,11 +138,54 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
             "|---|---:|---:|---:|---:|---:|---:|", *lines, ""]
 
 
+def card_perplexity(card: Path, name: str) -> Optional[float]:
+    """The per-character perplexity on text NAME that a model card states, else None."""
+    prefix = f"| perplexity on {name} |"
+    for line in card.read_text(encoding="utf-8").splitlines():
+        if line.startswith(prefix) and " per character" in line:
+            return float(line.split(" per character")[0].split(",")[-1].split()[-1])
+    return None
+
+
+def perplexity_table(run: Path, snapshots: List[Path], specs: List[str],
+                     compare: Optional[Path]) -> List[str]:
+    """One row per snapshot: its per-character perplexity on each NAME=TEXT (cached in the
+    snapshot as perplexity_NAME.json, computed once), the compared card's figure first."""
+    if not specs or not snapshots:
+        return []
+    config = PretrainConfig.from_record(run / "config.json")
+    names = [spec.split("=", 1)[0] for spec in specs]
+    rows: List[str] = []
+    if compare is not None:
+        stated = [card_perplexity(compare, name) for name in names]
+        if any(v is not None for v in stated):
+            rows.append(f"| {card_name(compare)} (compared) | "
+                        + " | ".join("-" if v is None else f"{v:.1f}" for v in stated) + " |")
+    for snap in snapshots:
+        cells = []
+        for spec, name in zip(specs, names, strict=True):
+            cache = snap / f"perplexity_{name}.json"
+            if not cache.exists():
+                typer.echo(f"perplexity of {snap} on {name} ...")
+                _, path, result = extra_perplexities(snap, config, [spec])[0]
+                write_json(cache, {"text": path, **result})
+            cells.append(f"{json.loads(cache.read_text())['ppl_per_char']:.1f}")
+        rows.append(f"| {snap.name} | " + " | ".join(cells) + " |")
+    return ["## Perplexity of the snapshots on other text", "",
+            "Per character, on the run's dev_max_tokens tokens of each text (as "
+            "`scripts/bundle.py --perplexity` measures it for the model card): "
+            + "; ".join(f"{n}: `{s.split('=', 1)[1]}`" for n, s in zip(names, specs,
+                                                                      strict=True)) + ".", "",
+            "| snapshot | " + " | ".join(names) + " |",
+            "|---|" + "---:|" * len(names), *rows, ""]
+
+
 def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
            wic: Optional[Path] = None, probes: Optional[Path] = None,
-           step_offset: int = 0) -> str:
+           step_offset: int = 0, perplexity: Optional[List[str]] = None) -> str:
     """The report; `step_offset`: the run continues another one's export made at that step
-    (its steps are then also given as the whole run's, and `compare`'s curve is left out)."""
+    (its steps are then also given as the whole run's, and `compare`'s curve is left out);
+    `perplexity`: NAME=TEXT specs of other held-out text."""
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
     rows = read_metrics(run / "metrics.jsonl")
     train = [r for r in rows if r["type"] == "train"]
@@ -179,12 +229,17 @@ def report(run: Path, command: Optional[str], compare: Optional[Path] = None,
         continued = card_curve(compare) if step_offset and compare is not None else {}
         if continued and compare is not None:
             end = max(continued)
-            lines += [f"The weights it continues, `{card_name(compare)}`: dev perplexity "
+            init = config.get("init_weights")
+            own = init is not None and Path(init).resolve() == compare.parent.resolve()
+            what = ("The weights it continues" if own or init is None
+                    else f"It continues `{init}`; the biLM compared")
+            lines += [f"{what}, `{card_name(compare)}`: dev perplexity "
                       f"{continued[end]:.1f} at its step {end:,} (its model card).", ""]
     snapshots = sorted((run / "snapshots").glob("step_*")) if (run / "snapshots").exists() else []
     if snapshots:
         lines += ["Snapshots on disk: " + ", ".join(p.name for p in snapshots), ""]
         lines += wic_table(run, snapshots, wic, compare, probes)
+        lines += perplexity_table(run, snapshots, perplexity or [], compare)
     return "\n".join(lines)
 
 
@@ -199,10 +254,17 @@ def main(run: Path, out: Path = typer.Option(..., help="Markdown file to write")
              "and probe-pos (XPOS dev) of the snapshots that have no result yet"),
          step_offset: int = typer.Option(
              0, help="the run continues another run's export made at this step"),
+         perplexity: List[str] = typer.Option(
+             [], help="NAME=TEXT: each snapshot's perplexity on this held-out text"),
          ) -> None:
+    bad = [spec for spec in perplexity if "=" not in spec or not spec.split("=", 1)[0]
+           or not Path(spec.split("=", 1)[1]).is_file()]
+    if bad:
+        raise typer.BadParameter(f"{bad[0]!r}: give NAME=TEXT, TEXT a file that exists",
+                                 param_hint="--perplexity")
     out.parent.mkdir(parents=True, exist_ok=True)
     with user_errors():  # missing probe data: its message, not a traceback
-        text = report(run, command, compare, wic, probes, step_offset)
+        text = report(run, command, compare, wic, probes, step_offset, perplexity)
     write_text(out, text)
     typer.echo(out)
 

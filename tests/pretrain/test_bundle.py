@@ -161,3 +161,32 @@ def test_bundle_writes_into_the_librarys_data_directory_by_default(tmp_path, bun
     bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=None, wic=None,
                 perplexity=[])
     assert (tmp_path / "data" / "elmo_zh_small" / "weights.hdf5").is_file()
+
+
+def test_run_report_gives_each_snapshots_perplexity_on_other_text_once(tmp_path, bundle):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_report",
+                                                  ROOT / "benchmarks" / "run_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    train(tiny_config(tmp_path, max_steps=4, eval_every=2, snapshot_every=2), progress=False)
+    text_file = tmp_path / "corpus.txt"  # the dev text: each snapshot's own dev perplexity
+    bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=tmp_path / "card",
+                wic=None, perplexity=[f"news={text_file}"])
+    text = report.report(tmp_path / "run", None, tmp_path / "card" / "README.md",
+                         perplexity=[f"news={text_file}"])
+    assert "## Perplexity of the snapshots on other text" in text
+    card = (tmp_path / "card" / "README.md").read_text(encoding="utf-8")
+    stated = re.search(r"\| perplexity on news \| [0-9.]+ per token, ([0-9.]+) per character",
+                       card)[1]
+    assert f"| card (compared) | {stated} |" in text
+    for snap in sorted((tmp_path / "run" / "snapshots").iterdir()):
+        kept = json.loads((snap / "perplexity_news.json").read_text())
+        assert kept["text"] == str(text_file)
+        assert f"| {snap.name} | {kept['ppl_per_char']:.1f} |" in text
+    last = sorted((tmp_path / "run" / "snapshots").iterdir())[-1]
+    assert f"| {last.name} | {stated} |" in text  # the card measures the last one too
+    (last / "perplexity_news.json").write_text(json.dumps({"text": "x", "ppl_per_char": 7.0}))
+    again = report.report(tmp_path / "run", None, perplexity=[f"news={text_file}"])
+    assert f"| {last.name} | 7.0 |" in again  # read, not measured again
