@@ -482,6 +482,9 @@ class Errors(metaclass=Catalogue):
     E252 = ("{flag} is gone (spacy-elmo 0.1 took the config file so): give the config file as "
             "the first argument, `spacy-elmo pretrain CONFIG.cfg [TEXT]... [--section.key "
             "VALUE]...`.")
+    E253 = ("'{path}' looks like a pretraining config, but it is not the first argument, so it "
+            "would be read as training (or dev) text. Give the config file first: spacy-elmo "
+            "pretrain CONFIG.cfg [TEXT ...] [--section.key value ...].")
     # 1.0 pipeline formats (E260-E269, W047-W048)
     E260 = ("'{path}' holds a biLM saved without a checksum of its tensors: it was saved by "
             "spacy-elmo before 1.0, whose pipelines 1.0 does not load. Build the pipeline "
@@ -549,11 +552,19 @@ class Warnings(metaclass=Catalogue):
     W014 = ("Could not append to '{path}' ({err}): this and later metrics records are "
             "missing from it until writing works again; training goes on, and checkpoints "
             "report their own write errors.")
+    W016 = ("Could not write '{path}' ({err}): the curves are not redrawn until writing works "
+            "again; training goes on (metrics.jsonl holds every figure).")
     W017 = ("The lock '{lock}' was left by {holder}, which ended without releasing it "
             "(killed, or the machine went down): taking it over.")
     W018 = ("The run directory '{output}' lies inside the corpus {pattern!r}: its files "
             "(vocab.txt, snapshots, the export), like those of any other run or biLM "
             "directory there, are not read as training or dev text.")
+    W019 = ("The resumed run's learning-rate schedule changes with {changed}: the {schedule} "
+            "schedule is spread over the new steps, so the rate at step {step} goes from "
+            "{before:.3g} to {after:.3g} (and follows the new curve from here). To keep the "
+            "run's schedule, resume with its settings ({kept}); to train on past a finished "
+            "schedule, start another leg from an export (--init-weights) with its own warmup "
+            "and decay (docs/pretraining.md).")
     # Experiments and configs (W020-W024)
     W020 = ("Vectors are loaded ([initialize] vectors = {vectors!r}) but no layer reads them "
             "(include_static_vectors is false everywhere): the model trains without them. "

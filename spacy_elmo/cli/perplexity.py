@@ -27,7 +27,8 @@ def perplexity_cli(
         None, "--skip-pattern", help="Skip lines matching this regex (default: the run's)"),
     max_tokens: Optional[int] = typer.Option(
         None, "--max-tokens",
-        help="Read exactly this many tokens of the text (the last sentence cut there)"),
+        help="Read exactly this many tokens of the text (the last sentence cut there; "
+             "default: the run's dev_max_tokens, else all)"),
     rows: Optional[int] = typer.Option(
         None, "--rows",
         help="Parallel streams (default: the run's batch size, as its dev evaluation; 64 "
@@ -53,7 +54,8 @@ def perplexity_cli(
                                     overwrite=overwrite)
         if job.run is not None:
             msg.info(f"Settings not given are those of the run '{job.run}': rows {job.rows}, "
-                     f"window {job.window}, lang {job.settings.lang}")
+                     f"window {job.window}, lang {job.settings.lang}, max tokens "
+                     f"{job.max_tokens}")
         figures = job.measure()
     except ElmoError as err:
         fail(str(err))

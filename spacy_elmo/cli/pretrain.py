@@ -99,7 +99,9 @@ def pretrain_cli(
                                       output=cfg.output))
         raise typer.Exit(128 + signum)
     if main_rank and result.trained == 0:
-        msg.good(f"Already at step {result.step} (max_steps): nothing to train; model "
+        why = ("max_steps" if result.step >= cfg.max_steps
+               else "its time budget, max_minutes / max_cpu_minutes, is spent")
+        msg.good(f"Already at step {result.step} ({why}): nothing to train; model "
                  f"exported again to {cfg.output}/model")
     elif main_rank:
         msg.good(f"Trained {result.trained} step(s), to step {result.step}; model exported "

@@ -19,7 +19,7 @@ from ..checksums import content_sha256 as content_checksum
 from ..errors import ElmoError, Errors, first_line
 from ..files import PathLike
 from ..files.atomic import atomic_write
-from ..files.names import CHECKPOINT_NAME
+from ..files.names import CHECKPOINT_NAME, WEIGHTS_NAME
 
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry
@@ -54,6 +54,10 @@ def load_checkpoint(path: PathLike) -> Dict[str, Any]:
     checked against its checksum (E119); one of spacy-elmo 0.1 without it is E251."""
     path = checkpoint_path(path)
     if not path.exists():
+        if path.name == CHECKPOINT_NAME and (path.parent / WEIGHTS_NAME).is_file():
+            raise ElmoError(Errors.E108.format(
+                path=path.parent, err="it is an export already (weights.hdf5), which every command "
+                "that takes a biLM reads as it is; copy the directory to have another"))
         raise ElmoError(Errors.E001.format(path=path, cwd=Path.cwd()))
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)

@@ -38,6 +38,7 @@ LSTM_BACKWARDS = ("fused", "autograd")
 # The names a command line's first argument is taken as the config file by (a .json one is
 # refused, E250: JSON configs were spacy-elmo 0.1's)
 CONFIG_SUFFIXES = (".cfg", ".json")
+TEXT_KEYS = ("paths.train", "paths.dev")  # settings that name text files
 
 
 @dataclass
@@ -266,9 +267,15 @@ def read_command_line(args: Sequence[str]) -> Tuple[Optional[Path], List[Overrid
         raise ElmoError(Errors.E252.format(flag=gone.partition("=")[0]))
     positionals, overrides = settings.parse_command_line(PretrainConfig, args)
     path: Optional[Path] = None
-    if positionals and positionals[0].endswith(CONFIG_SUFFIXES) and not Path(
+    if positionals and positionals[0].lower().endswith(CONFIG_SUFFIXES) and not Path(
             positionals[0]).is_dir():  # a config file, even a missing one (then its error)
         path = Path(positionals.pop(0))
+    texts = [*positionals, *(v for key, value, _ in overrides if key in TEXT_KEYS
+                             and isinstance(value, list) for v in value)]
+    misplaced = next((p for p in texts if isinstance(p, str)
+                      and p.lower().endswith(CONFIG_SUFFIXES) and not Path(p).is_dir()), None)
+    if misplaced is not None:
+        raise ElmoError(Errors.E253.format(path=misplaced))
     if positionals:  # TEXT: training text, before any given with --train
         train = next((value for key, value, _ in overrides if key == "paths.train"), None)
         if train is None:

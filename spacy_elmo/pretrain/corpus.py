@@ -176,13 +176,21 @@ def _safe_cut(piece: bytes) -> int:
     return cut
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_pieces(path: Path, *, offset: int = 0, max_bytes: int = 100_000
                 ) -> Iterator[Tuple[bytes, int]]:
     """(piece, offset after it) for every line of a file from `offset`; a line longer than
-    `max_bytes` comes in several pieces cut between words."""
+    `max_bytes` comes in several pieces cut between words. A byte order mark at the start
+    of the file is left out (it is not text)."""
     with open_binary(path) as f:
         if offset:
             f.seek(offset)
+        elif f.read(len(UTF8_BOM)) == UTF8_BOM:
+            offset = len(UTF8_BOM)
+        else:
+            f.seek(0)
         carry = b""
         position = offset
         while True:

@@ -211,7 +211,8 @@ class PerplexityJob:
                    reading_of(found, lang=lang, segmenter=segmenter, skip_pattern=skip_pattern),
                    rows or (found.batch_size if found else DEFAULT_ROWS),
                    window or (found.window if found else DEFAULT_WINDOW),
-                   run=run, max_tokens=max_tokens, threads=threads, output=output)
+                   run=run, max_tokens=max_tokens or (found.dev_max_tokens if found else None),
+                   threads=threads, output=output)
 
     def measure(self) -> Dict[str, Any]:
         """The figures of `text_perplexity`, with the settings they were measured with."""

@@ -33,7 +33,9 @@ def command_settings(path: Optional[Union[str, Path]], overrides: Sequence[Overr
     then the overrides."""
     output = next((value for key, value, _ in reversed(overrides) if key == "paths.output"),
                   None)
-    if path is None and resume and output is not None:
+    if path is None and resume:
+        if output is None:  # the default run directory
+            output = PretrainConfig.load(None, overrides).output
         record = Path(str(output)) / names.CONFIG_NAME
         if record.exists():
             return PretrainConfig.from_record(record, overrides)

@@ -7,7 +7,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ from ..bilm.model import BiLM
 from ..bilm.precision import check_precision
 from ..bilm.sources import locate
 from ..bilm.weights import load_bilm
-from ..errors import ElmoError, Errors, Warnings, warn
+from ..errors import ElmoError, Errors, Warnings, first_line, warn
 from ..files import names
 from ..files.atomic import make_directory
 from ..files.json_io import write_json
@@ -46,6 +46,8 @@ from .rundir import (
     clear_run,
     dev_files,
     frozen_settings,
+    read_metrics,
+    recorded,
     train_files,
     truncate_metrics,
     warn_inside_corpus,
@@ -77,6 +79,29 @@ def lr_factor(config: PretrainConfig, step: int) -> float:
     if config.lr_schedule == "inverse_sqrt":
         return math.sqrt(max(warm, 1) / max(step + 1, 1))
     return 1.0
+
+
+SCHEDULE_KEYS = ("max_steps", "warmup_steps", "lr_schedule")
+
+
+def warn_schedule_change(before: Optional[PretrainConfig], after: PretrainConfig,
+                         step: int) -> None:
+    """W019 when a resume changes a setting the learning-rate schedule depends on
+    (max_steps, warmup_steps, lr_schedule) so that the rate from `step` on differs."""
+    if before is None:
+        return
+    changed = [k for k in SCHEDULE_KEYS if getattr(before, k) != getattr(after, k)]
+    end = max(step + 1, min(before.max_steps, after.max_steps))
+    ahead = range(step, end, max(1, (end - step) // 64))
+    if not changed or all(math.isclose(lr_factor(before, s), lr_factor(after, s))
+                          for s in ahead):
+        return
+    warn(Warnings.W019.format(
+        changed=", ".join(f"{k} {getattr(before, k)} -> {getattr(after, k)}" for k in changed),
+        schedule=after.lr_schedule, step=step, before=after.lr * lr_factor(before, step),
+        after=after.lr * lr_factor(after, step),
+        kept=", ".join(f"--{k.replace('_', '-')} {getattr(before, k)}" for k in changed)),
+        stacklevel=2)
 
 
 def init_softmax_from_encoder(model: BiLanguageModel, vocab: Vocab) -> None:
@@ -259,6 +284,7 @@ class Trainer:
         if ctx.is_main:
             make_directory(out)
             truncate_metrics(out / names.METRICS_NAME, position.step)
+            warn_schedule_change(recorded(out), config, position.step)
         return cls(config, ctx, model, Vocab(saved["vocab"]), position, progress=progress)
 
     def __init__(self, config: PretrainConfig, ctx: ddp.DistContext, model: BiLanguageModel,
@@ -362,6 +388,30 @@ class Trainer:
         write_snapshot(self.model, self.vocab.words, self.out, self.step,
                        {"step": self.step, "tokens": self.tokens, **(dev or {})})
 
+    def catch_up(self) -> Tuple[Optional[Dict[str, float]], int]:
+        """On resume, the dev evaluation and the snapshot of the checkpoint's step that a
+        stop left undone (a stop during either saves the step without them); (dev, its step),
+        (None, -1) when there was nothing to do."""
+        config, step = self.config, self.step
+        if not self.ctx.is_main or step == 0 or self.saved_step != step:  # not a resume
+            return None, -1
+        dev: Optional[Dict[str, float]] = None
+        if self.dev and step % config.eval_every == 0 and not any(
+                r.get("type") == "dev" and r.get("step") == step
+                for r in read_metrics(self.out / names.METRICS_NAME)):
+            dev = self.evaluate()
+            self.log_dev(dev)
+        snapshot = (self.out / names.SNAPSHOT_DIR / f"{names.SNAPSHOT_PREFIX}{step:07d}")
+        if config.snapshot_every and step % config.snapshot_every == 0 and not snapshot.exists():
+            self.snapshot(dev)
+        return dev, step if dev is not None else -1
+
+    def log_dev(self, dev: Dict[str, float]) -> None:
+        """The dev evaluation of this step, in metrics.jsonl and the curves."""
+        self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
+                  "elapsed_s": self.elapsed, "cpu_s": self.cpu_elapsed, **dev})
+        self.plot()
+
     def log(self, record: Dict[str, Any]) -> None:
         if not self.ctx.is_main:
             return
@@ -375,11 +425,21 @@ class Trainer:
                 self._log_warned = True
 
     def plot(self) -> None:
-        if self.ctx.is_main and not draw_curves(self.out / names.METRICS_NAME,
-                                                self.out / names.CURVES_NAME):
+        """Redraw curves.png; a failure to write it (a full disk) warns once, never ends
+        the run."""
+        if not self.ctx.is_main:
+            return
+        path = self.out / names.CURVES_NAME
+        try:
+            drawn = draw_curves(self.out / names.METRICS_NAME, path)
+        except (OSError, ElmoError) as err:  # DiskFull is an ElmoError
             if not self._plot_warned:
-                tqdm.write(Warnings.W012)
+                tqdm.write(Warnings.W016.format(path=path, err=first_line(err)))
                 self._plot_warned = True
+            return
+        if not drawn and not self._plot_warned:
+            tqdm.write(Warnings.W012)
+            self._plot_warned = True
 
     def out_of_time(self) -> bool:
         """Whether the run has spent `max_minutes` of training time or `max_cpu_minutes` of
@@ -418,6 +478,10 @@ class Trainer:
                   "torch": torch.__version__})
         with StopSignal(interruptible=not self.ctx.distributed) as stop:
             last = self.step >= config.max_steps or self.out_of_time()
+            try:
+                dev, dev_step = self.catch_up()
+            except StopRequested:  # the checkpoint of this step is on disk already
+                stopped = last = True
             while not last:
                 t0, cpu0 = time.monotonic(), time.process_time()
                 try:
@@ -452,12 +516,15 @@ class Trainer:
                         stopped = True
                         self.checkpoint()
                         break
-                    self.log({"type": "dev", "step": self.step, "tokens": self.tokens,
-                              "elapsed_s": self.elapsed, "cpu_s": self.cpu_elapsed, **dev})
-                    self.plot()
+                    self.log_dev(dev)
                 if (config.snapshot_every and self.ctx.is_main
                         and self.step % config.snapshot_every == 0):
-                    self.snapshot(dev if dev_step == self.step else None)
+                    try:  # its own dev evaluation, when the step had none, may be left
+                        self.snapshot(dev if dev_step == self.step else None)
+                    except StopRequested:  # the step kept; a resume makes the snapshot
+                        stopped = True
+                        self.checkpoint()
+                        break
                 minutes = config.checkpoint_minutes
                 due = (self.step % config.checkpoint_every == 0 or last
                        or (minutes is not None and time.monotonic() - last_saved > 60 * minutes))

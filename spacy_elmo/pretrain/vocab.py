@@ -48,7 +48,7 @@ class Vocab:
         except OSError as err:  # a directory, or not readable
             raise ElmoError(Errors.E022.format(path=path)) from err
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")  # a byte order mark is not a word
         except UnicodeDecodeError as err:
             at = data[: err.start].count(b"\n") + 1
             raise ElmoError(Errors.E010.format(line=at, path=path, err=err.reason)) from err

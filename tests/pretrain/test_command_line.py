@@ -72,5 +72,5 @@ def test_the_config_file_and_the_training_text(tmp_path):
     (tmp_path / "text.cfg").mkdir()  # a directory so named is training text
     path, overrides = read_command_line([str(tmp_path / "text.cfg")])
     assert path is None and overrides[0][1] == [str(tmp_path / "text.cfg")]
-    path, _ = read_command_line(["a.txt", "p.cfg"])  # a config file comes first
-    assert path is None
+    with pytest.raises(ElmoError, match=r"\[E253\] 'p.cfg'"):  # a config comes first
+        read_command_line(["a.txt", "p.cfg"])

@@ -14,7 +14,12 @@ from typer.testing import CliRunner
 
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pretrain.config import PretrainConfig, default_settings, settings_table
+from spacy_elmo.pretrain.config import (
+    PretrainConfig,
+    default_settings,
+    read_command_line,
+    settings_table,
+)
 from spacy_elmo.pretrain.settings import by_flag, declared
 
 from .conftest import V1_0_PRETRAIN, as_written_by_0_1, flat, resolved
@@ -129,6 +134,30 @@ def test_resume_without_a_config_continues_with_the_run_s_record(tmp_path):
     config = resolved("--output", str(run), "--resume", "--max-steps", "9")
     assert config == PretrainConfig(train=["a.txt"], output=str(run), lr=0.5, max_steps=9)
     assert resolved("--output", str(run), "--max-steps", "9").lr == 0.2  # a new run: defaults
+
+
+def test_resume_in_the_default_run_directory_reads_its_record(tmp_path, monkeypatch):
+    """`spacy-elmo pretrain --resume` without --output continues the run in the default
+    directory with its recorded settings (it read the defaults instead: no corpus, E113)."""
+    monkeypatch.chdir(tmp_path)
+    default = PretrainConfig().output
+    Path(default).mkdir(parents=True)
+    recorded = PretrainConfig(train=["a.txt"], lr=0.05, max_steps=777)
+    (Path(default) / "config.json").write_text(json.dumps(recorded.to_dict()))
+    assert resolved("--resume") == recorded
+    assert resolved("--resume", "--max-steps", "800").max_steps == 800
+
+
+@pytest.mark.parametrize("args", [["corpus.txt", "my.cfg"], ["corpus.txt", "--dev", "d.txt",
+                                                               "b.txt", "MY.CFG"]])
+def test_a_config_file_after_the_text_is_refused_not_read_as_text(args):
+    """`pretrain corpus.txt my.cfg` trained on the defaults with the config file as text
+    (after --dev, as dev text)."""
+    with pytest.raises(ElmoError, match=r"\[E253\] '(my|MY)\.(cfg|CFG)' looks like a "
+                                        r"pretraining config, but it is not the first"):
+        read_command_line(args)
+    path, _ = read_command_line(["MY.CFG", "corpus.txt"])  # first: the config, any case
+    assert path == Path("MY.CFG")
 
 
 def test_cfg_with_section_overrides_and_interpolation(tmp_path):

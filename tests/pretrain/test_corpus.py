@@ -29,6 +29,30 @@ def test_plain_gz_xz_globs_and_directories(tmp_path):
     assert sentences == [["one", "two"], ["three", "four"], ["five", "six"]]
 
 
+@pytest.mark.parametrize("suffix", ["txt", "txt.gz"])
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, suffix):
+    """A file saved with a BOM gave the token '\\ufeffHello' (and a vocabulary entry)."""
+    from spacy_elmo.pretrain.vocab import Vocab
+
+    path = tmp_path / f"bom.{suffix}"
+    data = "\ufeffHello world .\nA b\n".encode("utf-8")
+    if suffix.endswith("gz"):
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes(b"Hi\nthere\n")  # no BOM: the first line stays whole
+    assert list(iter_sentences([path, plain], TextSettings())) == [
+        ["Hello", "world", "."], ["A", "b"], ["Hi"], ["there"]]
+    pieces = list(read_pieces(path))
+    assert pieces == [(b"Hello world .\n", 17), (b"A b\n", 21)]  # offsets of the file
+    assert list(read_pieces(path, offset=17)) == [(b"A b\n", 21)]  # a resume's offset
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes("\ufeff<S>\n</S>\n<UNK>\nHello\n".encode("utf-8"))
+    assert Vocab.from_file(vocab).words[0] == "<S>"
+
+
 def test_missing_corpus_is_a_clear_error(tmp_path):
     with pytest.raises(ElmoError, match="No corpus files match"):
         resolve_files([str(tmp_path / "nothing*.txt")])

@@ -127,6 +127,22 @@ def test_metrics_that_cannot_be_written_warn_once_and_training_goes_on(tmp_path,
     assert out.count("[W014] Could not append to") == 1 and "training goes on" in out
 
 
+def test_curves_that_cannot_be_written_warn_once_and_training_goes_on(tmp_path, capsys,
+                                                                     monkeypatch):
+    """A full disk while drawing curves.png ended the run at a dev evaluation."""
+    from spacy_elmo.files.atomic import DiskFull
+    from spacy_elmo.pretrain import trainer as trainer_module
+
+    def full(metrics, png):
+        raise DiskFull("[E999] the disk is full")
+
+    monkeypatch.setattr(trainer_module, "draw_curves", full)
+    result = run(tiny_config(tmp_path, max_steps=6, eval_every=2))
+    assert result.step == 6 and not result.stopped
+    out = capsys.readouterr().out
+    assert out.count("[W016] Could not write") == 1 and "training goes on" in out
+
+
 def test_a_damaged_softmax_is_named(tmp_path):
     run(tiny_config(tmp_path, max_steps=2, eval_every=2))
     softmax = tmp_path / "run" / "model" / "softmax.hdf5"

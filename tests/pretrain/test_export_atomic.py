@@ -108,6 +108,16 @@ def test_export_refuses_a_directory_of_other_files(run, tmp_path):
     assert (empty / "weights.hdf5").exists()
 
 
+def test_exporting_an_export_says_it_is_one(run, tmp_path):
+    """It said "No such file: 'EXPORT/checkpoint.pt'"."""
+    export(run, tmp_path / "exported")
+    result = runner.invoke(app, ["export", str(tmp_path / "exported"), str(tmp_path / "again")])
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "[E108]" in message and "it is an export already (weights.hdf5)" in message
+    assert not (tmp_path / "again").exists()
+
+
 def test_export_into_the_run_s_model_takes_and_frees_the_run_s_lock(run):
     """An export into RUN/model writes into the run: it holds the run's lock meanwhile
     (test_lock: refused while `pretrain` runs there), and frees it after."""

@@ -88,14 +88,15 @@ def test_a_run_s_model_reproduces_its_logged_dev_perplexity(run, tmp_path, where
     so a run's metrics.jsonl figure did not reproduce without --rows and --window."""
     logged = logged_dev(run)
     out = tmp_path / "ppl.json"
-    # the run's dev text: its corpus, 300 tokens (dev_max_tokens)
-    result = perplexity(run / where, run / "corpus.txt", "--max-tokens", 300, "--output", out)
+    # the run's dev text: its corpus, of which it read 300 tokens (dev_max_tokens, also the
+    # default here: without it the whole corpus was read, another figure)
+    result = perplexity(run / where, run / "corpus.txt", "--output", out)
     assert result.exit_code == 0, result.output
     written = json.loads(out.read_text())
-    assert (written["rows"], written["window"]) == (4, 6)
+    assert (written["rows"], written["window"], written["tokens"]) == (4, 6, 300)
     assert written["dev_ppl"] == pytest.approx(logged["dev_ppl"], rel=1e-6)
     assert written["dev_tokens"] == logged["dev_tokens"]
-    assert "rows 4, window 6" in flat(result.stdout)
+    assert "rows 4, window 6, lang whitespace, max tokens 300" in flat(result.stdout)
 
 
 def test_a_model_outside_a_run_uses_the_documented_defaults(run, tmp_path):

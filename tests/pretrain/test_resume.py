@@ -116,3 +116,42 @@ def test_resume_past_max_steps_is_refused_and_changes_nothing(tmp_path):
     more = CliRunner().invoke(app, ["pretrain", "--output", str(run), "--resume",
                                     "--max-steps", "6"])
     assert "Trained 2 step(s), to step 6" in " ".join(more.output.split()), more.output
+
+
+@pytest.mark.parametrize("schedule,change,warns", [
+    ("cosine", {"max_steps": 8}, True),
+    ("linear", {"max_steps": 8}, True),
+    ("linear", {"warmup_steps": 1}, True),
+    ("cosine", {"lr_schedule": "linear"}, True),
+    ("constant", {"max_steps": 8}, False),  # the rate does not depend on max_steps
+    ("inverse_sqrt", {"max_steps": 8}, False),
+    ("cosine", {"dropout": 0.2}, False),
+])
+def test_a_resume_that_moves_the_learning_rate_schedule_says_so(tmp_path, schedule, change,
+                                                                warns):
+    """A larger --max-steps on resume stretched a cosine or linear schedule without a word:
+    the rate jumped at the step resumed."""
+    import warnings
+
+    from spacy_elmo.pretrain.trainer import lr_factor, warn_schedule_change
+
+    before = tiny_config(tmp_path, max_steps=4, lr_schedule=schedule, warmup_steps=0)
+    after = tiny_config(tmp_path, **{**before.to_dict(), **change})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_schedule_change(before, after, 2)
+    found = [str(w.message) for w in caught if "[W019]" in str(w.message)]
+    assert bool(found) == warns, found
+    if warns:
+        assert (f"rate at step 2 goes from {before.lr * lr_factor(before, 2):.3g} to "
+                f"{after.lr * lr_factor(after, 2):.3g}") in found[0]
+        key = next(iter(change))
+        assert f"--{key.replace('_', '-')} {getattr(before, key)}" in found[0]
+
+
+def test_resume_with_a_larger_max_steps_warns_of_the_stretched_schedule(tmp_path):
+    settings = dict(max_steps=2, lr_schedule="cosine", dev=[], checkpoint_every=2)
+    train(tiny_config(tmp_path, **settings), progress=False)
+    with pytest.warns(UserWarning, match=r"\[W019\].*max_steps 2 -> 4.*--max-steps 2"):
+        train(tiny_config(tmp_path, **{**settings, "max_steps": 4}), resume=True,
+              progress=False)

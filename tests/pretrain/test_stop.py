@@ -61,7 +61,8 @@ def test_a_stop_while_the_shuffle_buffer_fills_is_prompt_and_resumes_exactly(
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
-def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, monkeypatch):
+def _stop_in_dev_evaluation(monkeypatch, n):
+    """SIGINT in the first dev batch of the n-th dev evaluation (of any caller)."""
     from spacy_elmo.pretrain import perplexity
 
     evaluations, armed = [0], [False]
@@ -70,17 +71,22 @@ def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, mon
 
     def evaluate(self):
         evaluations[0] += 1
-        armed[0] = evaluations[0] == 2  # step 4's evaluation
+        armed[0] = evaluations[0] == n
         return original_evaluate(self)
 
     def forward(self, *args, **kwargs):
-        if armed[0] and not self.training:  # its first dev batch
+        if armed[0] and not self.training:
             armed[0] = False
             signal.raise_signal(signal.SIGINT)
         return original_forward(self, *args, **kwargs)
 
     monkeypatch.setattr(Trainer, "evaluate", evaluate)
     monkeypatch.setattr(perplexity.BiLanguageModel, "forward", forward)
+    return original_forward, original_evaluate
+
+
+def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, monkeypatch):
+    _stop_in_dev_evaluation(monkeypatch, 2)  # step 4's evaluation
     config = tiny_config(tmp_path, max_steps=8, eval_every=2, dev_max_tokens=6,
                          batch_size=2, window=4, checkpoint_every=100)
     result = train(config, progress=False)
@@ -88,6 +94,44 @@ def test_a_stop_during_dev_evaluation_leaves_it_and_saves_the_step(tmp_path, mon
     assert load_checkpoint(tmp_path / "run")["step"] == 4
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert [r["step"] for r in records if r["type"] == "dev"] == [2]  # step 4's was left
+
+
+@pytest.mark.parametrize("eval_every,snapshot_every", [(4, 2), (2, 2)])
+def test_a_stop_in_a_snapshot_steps_evaluation_saves_the_step_and_a_resume_makes_it(
+        tmp_path, monkeypatch, eval_every, snapshot_every):
+    """A snapshot step's own dev evaluation (snapshot_every not a multiple of eval_every)
+    raised StopRequested out of the run: a traceback, and the steps since the last
+    checkpoint lost. Now the step is saved, and a resume makes what the stop left undone:
+    the dev record and the snapshot of that step, then trains on exactly as without the
+    stop."""
+    from spacy_elmo.pretrain import perplexity
+
+    settings = dict(max_steps=4, eval_every=eval_every, snapshot_every=snapshot_every,
+                    dev_max_tokens=6, batch_size=2, window=4, checkpoint_every=100)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    whole = train(tiny_config(tmp_path / "a", **settings), progress=False)
+    forward, evaluate = _stop_in_dev_evaluation(monkeypatch, 1)  # step 2's snapshot
+    stopped = train(tiny_config(tmp_path / "b", **settings), progress=False)
+    assert stopped.stopped and stopped.step == 2
+    run = tmp_path / "b" / "run"
+    assert load_checkpoint(run)["step"] == 2
+    assert not (run / "snapshots" / "step_0000002").exists()
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    monkeypatch.setattr(perplexity.BiLanguageModel, "forward", forward)
+    resumed = train(tiny_config(tmp_path / "b", **settings), resume=True, progress=False)
+    assert resumed.step == 4 and not resumed.stopped
+    for (name, a), b in zip(whole.model.state_dict().items(),
+                            resumed.model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    for step in (2, 4):
+        made = json.loads((run / "snapshots" / f"step_{step:07d}" / "dev.json").read_text())
+        same = json.loads((tmp_path / "a" / "run" / "snapshots" / f"step_{step:07d}" /
+                           "dev.json").read_text())
+        assert made["dev_ppl"] == pytest.approx(same["dev_ppl"], rel=1e-6), step
+    dev_steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").open()
+                 if '"dev"' in line]
+    assert dev_steps == [s for s in (2, 4) if s % eval_every == 0]
 
 
 def test_a_second_signal_aborts_at_once_and_writes_nothing_half(tmp_path, monkeypatch):
