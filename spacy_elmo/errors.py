@@ -513,6 +513,8 @@ class Errors(metaclass=Catalogue):
             "(torchrun sets RANK to 0 .. WORLD_SIZE-1): unset them to embed the whole file, or "
             "give the shard as --shard i/N.")
     E274 = ("Stopped by Ctrl-C (SIGINT) while the model was loading: nothing was served.")
+    E275 = ("The server's model thread has ended ({err}), so it cannot answer: restart the "
+            "server (its log has the details); send this request again to another worker.")
 
 
 class Warnings(metaclass=Catalogue):

@@ -50,7 +50,8 @@ ERRORS: Dict[Any, Dict[str, Any]] = {
         (415, "Not declared as JSON (E213)"),
         (422, "Valid JSON that the endpoint cannot take (E206-E211)"),
         (500, "The model failed on this request (E217)"),
-        (503, "Stopping, or too many requests waiting (E209, E216)"))}
+        (503, "Stopping, too many requests waiting, or the model's thread ended (E209, E216, "
+              "E275)"))}
 
 
 @dataclass
@@ -123,10 +124,12 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
 
     @app.get("/healthz", response_model=HealthResponse, summary="200 while serving",
              responses={503: {"model": HealthResponse,
-                              "description": "Stopping (or the model's thread is gone)"}})
+                              "description": "Stopping, or failed: the model's thread ended"}})
     async def healthz() -> JSONResponse:
-        ok = batcher.alive and not batcher.stopping
-        return JSONResponse({"status": "ok" if ok else "stopping"}, 200 if ok else 503)
+        if batcher.alive and not batcher.stopping:
+            return JSONResponse({"status": "ok"}, 200)
+        failed = batcher.failure is not None or (not batcher.stopping and not batcher.alive)
+        return JSONResponse({"status": "failed" if failed else "stopping"}, 503)
 
     @app.get("/v1/info", response_model=InfoResponse,
              summary="The model, its shape, precision and checksum; limits and batching")

@@ -67,6 +67,7 @@ class Batcher:
         self._stopping = False
         self._deadline = float("inf")
         self._thread: Optional[threading.Thread] = None
+        self.failure: Optional[BaseException] = None  # what ended the worker, if anything
         self.stats: Dict[str, int] = {"requests": 0, "batches": 0, "largest_batch": 0,
                                       "refused": 0, "cancelled": 0, "failed_batches": 0}
 
@@ -90,7 +91,10 @@ class Batcher:
         waiting."""
         job = Job(kind, payload, cost)
         with self._lock:
-            if self._past_grace() or (self._thread is not None and not self.alive):
+            if self.failure is not None:
+                job.future.set_exception(ClientError(
+                    Errors.E275.format(err=first_line(self.failure)), 503))
+            elif self._past_grace() or (self._thread is not None and not self.alive):
                 job.future.set_exception(ClientError(Errors.E216, 503))
             elif self._queue.qsize() >= self.max_queue:
                 job.future.set_exception(ClientError(Errors.E209.format(n=self.max_queue),
@@ -119,8 +123,14 @@ class Batcher:
 
     # the worker's side ----------------------------------------------------------------
     def _loop(self) -> None:
-        if self._setup is not None:
-            self._setup()
+        try:
+            if self._setup is not None:
+                self._setup()
+        except Exception as err:  # noqa: BLE001 (reported to every request, and logged)
+            self.failure = err
+            log.error("The model thread could not start: %s", first_line(err))
+            self._refuse_waiting(err)
+            return
         while True:
             item = self._next()
             if item is STOP:
@@ -133,10 +143,19 @@ class Batcher:
                     for job in batch:
                         if not job.future.done():
                             job.future.set_exception(err)
-        while not self._queue.empty():  # after STOP: nothing is left unanswered
+        self._refuse_waiting(None)  # after STOP: nothing is left unanswered
+
+    def _refuse_waiting(self, failure: Optional[BaseException]) -> None:
+        """Refuse every job in the queue: E216 (stopping), or E275 for `failure`."""
+        while not self._queue.empty():
             item = self._queue.get_nowait()
-            if isinstance(item, Job):
+            if not isinstance(item, Job):
+                continue
+            if failure is None:
                 self._refuse(item)
+            elif item.future.set_running_or_notify_cancel():
+                item.future.set_exception(ClientError(
+                    Errors.E275.format(err=first_line(failure)), 503))
 
     def _next(self, timeout: Optional[float] = None) -> Item:
         """The held item, else the next from the queue (blocking up to `timeout`;

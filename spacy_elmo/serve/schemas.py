@@ -71,7 +71,7 @@ class ErrorResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok", "stopping"]
+    status: Literal["ok", "stopping", "failed"]
 
 
 class InfoResponse(BaseModel):

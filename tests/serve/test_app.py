@@ -18,6 +18,7 @@ from spacy_elmo.serve.served import open_served
 from spacy_elmo.serve.settings import Batching, Limits
 
 from .conftest import OPTIONS, WEIGHTS, client, split_lengths
+from .conftest import test_client_class as client_class
 
 ATOL = 1e-6
 
@@ -226,6 +227,26 @@ def test_a_stopping_server_refuses_and_says_so(served_bilm):
     assert response.status_code == 503 and response.json()["error"]["code"] == "E216"
     assert response.headers["Retry-After"] == "1"
     assert health.status_code == 503 and health.json() == {"status": "stopping"}
+
+
+def test_a_server_whose_model_thread_ended_says_failed(served_bilm, monkeypatch):
+    from spacy_elmo.serve import app as app_module
+
+    def broken(threads):
+        def setup():
+            raise RuntimeError("no threads for the model")
+        return setup
+
+    monkeypatch.setattr(app_module, "_threads_setter", broken)
+    TestClient = client_class()
+    app = app_module.make_app(served_bilm, threads=1)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        until(lambda: not app.state.elmo.batcher.alive)
+        response = c.post("/v1/embed", json={"sentences": [["a"]]})
+        health = c.get("/healthz")
+    assert response.status_code == 503 and response.json()["error"]["code"] == "E275"
+    assert "no threads for the model" in response.json()["error"]["message"]
+    assert health.status_code == 503 and health.json() == {"status": "failed"}
 
 
 def test_mix_weights_of_any_size_and_a_gamma_too_large_for_float32(served_bilm, embedded):

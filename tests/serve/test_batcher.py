@@ -160,3 +160,20 @@ def test_a_closed_batcher_refuses():
     batcher.close(10)
     with pytest.raises(ClientError, match=r"^\[E216\]"):
         batcher.submit("embed", "b", 1).result(1)
+
+
+def test_a_worker_that_cannot_start_refuses_with_why():
+    """A model thread whose setup failed answered "the server is stopping" (E216)."""
+    def setup():
+        raise RuntimeError("set_num_threads expects a positive integer")
+
+    batcher = Batcher(lambda kind, payloads: payloads, setup=setup)
+    waiting = batcher.submit("embed", "a", 1)  # queued before the worker starts
+    batcher.start()
+    with pytest.raises(ClientError, match=r"^\[E275\] .*set_num_threads") as err:
+        waiting.result(10)
+    assert err.value.status == 503
+    with pytest.raises(ClientError, match=r"^\[E275\]"):
+        batcher.submit("embed", "b", 1).result(1)
+    assert not batcher.alive and not batcher.stopping
+    batcher.close(10)
