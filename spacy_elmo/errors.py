@@ -498,10 +498,10 @@ class Errors(metaclass=Catalogue):
     E262 = ("The layer mix (spacy-elmo.ScalarMix.v1) does not know the width of the layers it "
             "mixes: initialize it with sample layers (model.initialize(X=...)), or give it "
             "`width`.")
-    # The HTTP server, continued (E270-E279)
+    # The HTTP server, continued, and the mix scale (E270-E279)
     E270 = ("`gamma` {gamma} scales the mixed vectors past what float32 holds (some are "
-            "infinite): give a `gamma` of ordinary size (the component's learned ones are near "
-            "1), or leave it out.")
+            "infinite): give a `gamma` of ordinary size (learned ones are near 1), or leave it "
+            "out.")
     E271 = ("The answer would hold {n:,} numbers as JSON, more than this server's limit of "
             "{limit:,} (--max-json-values; JSON takes about 12 bytes a number). Ask for it as "
             "binary (Accept: application/x-npy or application/octet-stream), for fewer layers "

@@ -35,6 +35,10 @@ FORMATS = ("auto", "allennlp", "efml")
 URL_SCHEMES = ("http://", "https://", "file://")
 CACHE_ENV = "SPACY_ELMO_CACHE"
 URL_PREFIX_ENV = "SPACY_ELMO_URL_PREFIX"
+# seconds a download may wait for the server (to connect, and between bytes): a server that
+# accepts the connection and then says nothing fails with E060 instead of hanging
+TIMEOUT_ENV = "SPACY_ELMO_DOWNLOAD_TIMEOUT"
+DOWNLOAD_TIMEOUT_S = 60.0
 # AllenNLP's published English biLMs, as allennlp.org/elmo lists them: the options and
 # weights of each are <prefix><stem>_options.json and <prefix><stem>_weights.hdf5.
 PUBLISHED_PREFIX = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
@@ -295,12 +299,29 @@ def _remove_if_empty(directory: Path) -> None:
         pass
 
 
+def download_timeout() -> float:
+    """DOWNLOAD_TIMEOUT_S, or the positive number of seconds SPACY_ELMO_DOWNLOAD_TIMEOUT
+    gives (E020 for anything else)."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return DOWNLOAD_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ElmoError(Errors.E020.format(key=TIMEOUT_ENV, what="a positive number of seconds",
+                                           value=repr(value), fix=""))
+    return seconds
+
+
 def download(url: str, target: Path, kind: str = "weights") -> None:
     """Write `url` to `target` with a progress bar; the file appears only when complete and
     checked as `kind` (see `check_download`)."""
     try:
         with atomic_write(target) as tmp:
-            with urllib.request.urlopen(url) as response, open(tmp, "wb") as out:
+            with urllib.request.urlopen(url, timeout=download_timeout()) as response, \
+                    open(tmp, "wb") as out:
                 expected = int(response.headers.get("Content-Length") or 0) or None
                 got = 0
                 with tqdm(total=expected, unit="B", unit_scale=True, desc=target.name) as bar:

@@ -239,9 +239,14 @@ class ElmoComponent(TrainablePipe):
     def fixed_mix(self, layers: np.ndarray) -> np.ndarray:
         """`doc._.elmo`: this component's fixed weighted average of the layers, `gamma *
         sum_j p_j h_j` with p the normalised `mix_weights` (equal without them): (L+1, n,
-        width) -> (n, width). Not learned; each listener learns its own ScalarMix."""
+        width) -> (n, width). Not learned; each listener learns its own ScalarMix. E270
+        when gamma scales the vectors past float32."""
         self._check_mix_weights(layers.shape[0])
-        return mix_layers(layers, self.cfg["mix_weights"], self.cfg["gamma"])
+        with np.errstate(over="ignore", invalid="ignore"):
+            mixed = mix_layers(layers, self.cfg["mix_weights"], self.cfg["gamma"])
+        if not np.isfinite(mixed).all():
+            raise ElmoError(Errors.E270.format(gamma=self.cfg["gamma"]))
+        return mixed
 
     def _check_mix_weights(self, n_layers: int) -> None:
         """E058 unless `mix_weights` is null or has one weight per biLM layer (checked at

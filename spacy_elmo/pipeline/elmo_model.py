@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 from spacy.tokens import Doc
@@ -26,7 +26,13 @@ from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
 from .cache import OutputCache
 from .holder import BiLMHolder
-from .serialize import configured_wins, deserialize_holder, serialize_holder
+from .serialize import (
+    CONFIGURED_KEY,
+    ConfiguredAttrs,
+    configured_wins,
+    deserialize_holder,
+    serialize_holder,
+)
 from .thinc_adapter import gradients_stamp, torch_module
 
 MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
@@ -69,21 +75,18 @@ def build_elmo_model(
     wrapper = PyTorchWrapper_v3(BiLMHolder(), convert_inputs=_convert_ids,
                                 serialize_model=serialize_holder,
                                 deserialize_model=deserialize_holder)
-    return Model(
-        "elmo",
-        forward,
-        layers=[wrapper],
-        dims={"nO": None, "nL": None},
-        attrs={
-            "batch_size": batch_size,
-            "max_batch_tokens": max_batch_tokens,
-            "max_sentence_tokens": max_sentence_tokens,
-            "word_cache_size": word_cache_size,
-            "dropout": dropout,
-            "precision": precision,
-            "output_cache": OutputCache(output_cache_mb),
-        },
-    )
+    attrs: Dict[str, Any] = {
+        "batch_size": batch_size,
+        "max_batch_tokens": max_batch_tokens,
+        "max_sentence_tokens": max_sentence_tokens,
+        "word_cache_size": word_cache_size,
+        "dropout": dropout,
+        "precision": precision,
+        "output_cache": OutputCache(output_cache_mb),
+    }
+    attrs[CONFIGURED_KEY] = ConfiguredAttrs(attrs)  # last: see ConfiguredAttrs
+    return Model("elmo", forward, layers=[wrapper], dims={"nO": None, "nL": None},
+                 attrs=attrs)
 
 
 def load_model_bytes(model: Model, data: bytes) -> None:

@@ -68,13 +68,21 @@ def _norm(vector: Any) -> float:
     return float(np.sqrt((vector * vector).sum()))
 
 
+def elmo_vector(obj: Union[Doc, Span, Token]) -> np.ndarray:
+    """The ELMo vector of a doc (mean of its tokens), span (the same) or token, read from
+    the doc's ELMo vectors, not from `.vector` (which a doc without this package's hooks,
+    e.g. one restored from a DocBin, answers with static vectors); E055 without them."""
+    if isinstance(obj, Doc):
+        return doc_elmo_mean(obj)
+    if isinstance(obj, Span):
+        return _span_vector(obj)
+    return _token_vector(obj)
+
+
 def _similarity(a: Union[Doc, Span, Token], b: Union[Doc, Span, Token]) -> float:
     """Cosine of the ELMo vectors; both sides need them (E055), as a static vector is no
     match for a contextual one."""
-    if not _has(b):
-        raise ElmoError(Errors.E055)
-    va: Any = a.vector
-    vb: Any = b.vector
+    va, vb = elmo_vector(a), elmo_vector(b)
     na, nb = _norm(va), _norm(vb)
     return 0.0 if na == 0 or nb == 0 else float(np.dot(va, vb) / (na * nb))
 

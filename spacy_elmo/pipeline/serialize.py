@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 import srsly
 import torch
+from thinc.api import Model, deserialize_attr, serialize_attr
 
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
@@ -37,6 +38,33 @@ DAMAGE = (ValueError, TypeError, KeyError, IndexError, EOFError, OSError, Runtim
 CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma",
               "batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
               "dropout", "precision", "output_cache")
+
+
+CONFIGURED_KEY = "configured"  # the ElmoModel attr holding its ConfiguredAttrs: the last one
+
+
+class ConfiguredAttrs:
+    """An ElmoModel's CONFIGURED attrs as its config built them. A model whose owner loads
+    it with thinc's own from_bytes (a task's private biLM, ElmoTok2Vec) gets the saved attrs
+    written over these; this attr, read last, puts the configured ones back, so that
+    spacy.load(..., config=...) changes them there too, as `configured_wins` does for the
+    `elmo` component. Nothing of it is saved."""
+
+    def __init__(self, values: Dict[str, Any]) -> None:
+        self.values = dict(values)
+
+
+@serialize_attr.register(ConfiguredAttrs)
+def _serialize_configured(_: ConfiguredAttrs, value: ConfiguredAttrs, name: str,
+                          model: Model) -> bytes:
+    return b""
+
+
+@deserialize_attr.register(ConfiguredAttrs)
+def _deserialize_configured(current: ConfiguredAttrs, value: bytes, name: str,
+                            model: Model) -> ConfiguredAttrs:
+    model.attrs.update(current.values)  # the attrs before this one came from the saved data
+    return current
 
 
 @contextmanager

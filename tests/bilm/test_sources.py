@@ -177,6 +177,26 @@ def test_an_incomplete_download_keeps_nothing(served, tmp_path):
     assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
 
 
+def test_a_server_that_says_nothing_times_out_with_e060(tmp_path, monkeypatch):
+    """urlopen had no timeout: a server that accepts the connection and never answers hung
+    the component's first call for good."""
+    import socket
+
+    monkeypatch.setenv("SPACY_ELMO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SPACY_ELMO_DOWNLOAD_TIMEOUT", "0.5")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/x_weights.hdf5"
+        with pytest.raises(ElmoError, match=r"\[E060\] Could not download .*timed out"):
+            locate(url, tmp_path / "options.json")
+    assert [p for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
+    monkeypatch.setenv("SPACY_ELMO_DOWNLOAD_TIMEOUT", "soon")
+    with pytest.raises(ElmoError, match=r"\[E020\] SPACY_ELMO_DOWNLOAD_TIMEOUT must be a "
+                                        r"positive number of seconds, got 'soon'"):
+        locate(url, tmp_path / "options.json")
+
+
 def test_an_error_page_is_not_taken_for_weights(served, tmp_path):
     (served / "page_weights.hdf5").write_text("<html>Access denied</html>")
     prefix = published_urls("allennlp/small")[0].split(SMALL)[0]

@@ -75,6 +75,14 @@ def test_hooks_off_and_layers_off(weights_dir):
     np.testing.assert_allclose(doc._.elmo, 2.0 * layers[2], rtol=1e-5, atol=1e-6)
 
 
+def test_a_gamma_that_overflows_float32_is_refused(weights_dir):
+    """gamma 1e39 gave infinite doc._.elmo with only numpy's overflow warning."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights_dir), "gamma": 1e39})
+    with pytest.raises(ElmoError, match=r"\[E270\] `gamma` 1e\+39 scales the mixed vectors"):
+        nlp(TEXT)
+
+
 def test_docbin_roundtrip_keeps_vectors(nlp_elmo):
     doc = nlp_elmo(TEXT)
     data = DocBin(docs=[doc], store_user_data=True).to_bytes()
@@ -82,6 +90,19 @@ def test_docbin_roundtrip_keeps_vectors(nlp_elmo):
     np.testing.assert_array_equal(restored._.elmo, doc._.elmo)
     np.testing.assert_array_equal(restored._.elmo_layers, doc._.elmo_layers)
     np.testing.assert_array_equal(restored[2]._.elmo, doc[2]._.elmo)
+
+
+def test_similarity_to_a_restored_doc_uses_its_elmo_vectors(nlp_elmo):
+    """A doc restored from a DocBin keeps doc._.elmo but not the vector hooks: similarity to
+    it read its static vectors (0.0, or a shape error with a vector table)."""
+    doc, again = nlp_elmo(TEXT), nlp_elmo(TEXT)
+    data = DocBin(docs=[again], store_user_data=True).to_bytes()
+    restored = list(DocBin().from_bytes(data).get_docs(nlp_elmo.vocab))[0]
+    assert "similarity" not in restored.user_hooks  # as spaCy restores it
+    assert doc.similarity(restored) == pytest.approx(doc.similarity(again), rel=1e-6)
+    assert doc.similarity(restored) == pytest.approx(1.0, rel=1e-5)
+    assert doc[1].similarity(restored[1]) == pytest.approx(1.0, rel=1e-5)
+    assert doc[0:2].similarity(restored[0:2]) == pytest.approx(1.0, rel=1e-5)
 
 
 def test_vector_hooks_on_a_doc_without_vectors_say_why(nlp_elmo):

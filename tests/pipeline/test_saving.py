@@ -336,6 +336,32 @@ def test_a_loaded_pipeline_takes_its_settings_from_the_config(weights_dir, tmp_p
     np.testing.assert_allclose(loaded(TEXT)._.elmo, expected, atol=1e-6)
 
 
+def test_a_loaded_private_biLM_takes_its_settings_from_the_config(weights_dir, tmp_path):
+    """A task's private biLM (ElmoTok2Vec) kept the saved output cache, precision and
+    batch size whatever the loading config said: thinc's from_bytes wrote them back."""
+    nlp, _ = _ner_pipeline(weights_dir, {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
+                                         "weights": str(weights_dir)})
+    text = "Alice went to Paris today ."
+    expected = [e.text for e in nlp(text).ents]
+    nlp.to_disk(tmp_path / "p")
+
+    def private(pipeline):
+        return next(n for n in pipeline.get_pipe("ner").model.walk() if n.name == "elmo")
+
+    saved = private(spacy.load(tmp_path / "p")).attrs
+    assert saved["output_cache"].max_bytes > 0 and saved["batch_size"] != 3
+    overrides = {"components": {"ner": {"model": {"tok2vec": {"elmo": {
+        "output_cache_mb": 0, "batch_size": 3, "precision": "int8"}}}}}}
+    loaded = spacy.load(tmp_path / "p", config=overrides)
+    attrs = private(loaded).attrs
+    assert attrs["output_cache"].max_bytes == 0
+    assert (attrs["batch_size"], attrs["precision"]) == (3, "int8")
+    loaded(text)
+    assert get_holder(private(loaded)).bilm.precision == "int8"  # it runs at the setting
+    as_saved = spacy.load(tmp_path / "p")  # without overrides: the saved settings, same output
+    assert [e.text for e in as_saved(text).ents] == expected
+
+
 # pipelines of spacy-elmo 0.1: the 1.0 fixture's, rewritten as 0.1 saved them ------------
 V1_0_PIPELINE = Path(__file__).resolve().parents[1] / "fixtures" / "v1_0" / "pipeline"
 
