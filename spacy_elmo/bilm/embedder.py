@@ -14,7 +14,6 @@ longer than `window`.
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -41,12 +40,15 @@ def reduce_layers(layers: torch.Tensor, mode: str) -> torch.Tensor:
 def mix_layers(layers: np.ndarray, weights: Optional[Sequence[float]] = None,
                gamma: float = 1.0) -> np.ndarray:
     """A fixed weighted average of the layers, `gamma * sum_j p_j h_j`, with p the `weights`
-    normalised to sum 1 (equal without them; in float64, so that weights of any size float64
-    holds normalise): (L+1, n, width) -> (n, width), float32."""
+    normalised to sum 1 (equal without them; in float64, scaled by the largest first, so that
+    weights of any size float64 holds normalise without overflow): (L+1, n, width) -> (n,
+    width), float32."""
     if weights is None:
         probs = np.full(layers.shape[0], 1.0 / layers.shape[0], dtype="float32")
     else:
-        probs = (np.asarray(weights, dtype="float64") / math.fsum(weights)).astype("float32")
+        scaled = np.asarray(weights, dtype="float64")
+        scaled = scaled / scaled.max()
+        probs = (scaled / scaled.sum()).astype("float32")
     mixed = np.tensordot(probs, layers, axes=(0, 0))
     return (gamma * mixed).astype("float32")
 

@@ -68,9 +68,9 @@ def shard_from_env() -> Optional[Shard]:
     E273 for values that name no shard."""
     world = os.environ.get("WORLD_SIZE", "").strip() or "1"
     rank = os.environ.get("RANK", "").strip() or "0"
-    if world.isdigit() and int(world) <= 1:
+    if world.isdecimal() and int(world) <= 1:
         return None
-    if not (world.isdigit() and rank.isdigit() and int(rank) < int(world)):
+    if not (world.isdecimal() and rank.isdecimal() and int(rank) < int(world)):
         raise ElmoError(Errors.E273.format(rank=os.environ.get("RANK"),
                                            world=os.environ.get("WORLD_SIZE")))
     return Shard(int(rank), int(world))

@@ -28,7 +28,7 @@ def perplexity_cli(
     max_tokens: Optional[int] = typer.Option(
         None, "--max-tokens",
         help="Read exactly this many tokens of the text (the last sentence cut there; "
-             "default: the run's dev_max_tokens, else all)"),
+             "default: all of it, or for a run's own dev text as many as the run read)"),
     rows: Optional[int] = typer.Option(
         None, "--rows",
         help="Parallel streams (default: the run's batch size, as its dev evaluation; 64 "
@@ -54,8 +54,9 @@ def perplexity_cli(
                                     overwrite=overwrite)
         if job.run is not None:
             msg.info(f"Settings not given are those of the run '{job.run}': rows {job.rows}, "
-                     f"window {job.window}, lang {job.settings.lang}, max tokens "
-                     f"{job.max_tokens}")
+                     f"window {job.window}, lang {job.settings.lang}"
+                     + (f", max tokens {job.max_tokens} (its dev text)"
+                        if job.max_tokens is not None and max_tokens is None else ""))
         figures = job.measure()
     except ElmoError as err:
         fail(str(err))

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Optional, Tuple
 from thinc.api import Model, deserialize_attr, serialize_attr
 
 from ..bilm.stamp import weights_stamp
+from .serialize import restore_configured
 
 
 class OutputCache:
@@ -73,4 +74,9 @@ def _serialize_cache(_: OutputCache, value: OutputCache, name: str, model: Model
 
 @deserialize_attr.register(OutputCache)
 def _deserialize_cache(_: OutputCache, value: bytes, name: str, model: Model) -> OutputCache:
-    return OutputCache(int(value.decode("ascii")) / 2**20)
+    """The saved cache size, unless the model was built with configured settings: the
+    output cache is the last attr an ElmoModel saves, so the configured ones are put back
+    here over every saved one (`serialize.ConfiguredAttrs`)."""
+    model.attrs["output_cache"] = OutputCache(int(value.decode("ascii")) / 2**20)
+    restore_configured(model)
+    return model.attrs["output_cache"]

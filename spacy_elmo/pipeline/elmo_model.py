@@ -84,7 +84,7 @@ def build_elmo_model(
         "precision": precision,
         "output_cache": OutputCache(output_cache_mb),
     }
-    attrs[CONFIGURED_KEY] = ConfiguredAttrs(attrs)  # last: see ConfiguredAttrs
+    attrs[CONFIGURED_KEY] = ConfiguredAttrs(attrs)  # never saved: see ConfiguredAttrs
     return Model("elmo", forward, layers=[wrapper], dims={"nO": None, "nL": None},
                  attrs=attrs)
 

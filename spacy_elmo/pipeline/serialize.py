@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 import srsly
 import torch
-from thinc.api import Model, deserialize_attr, serialize_attr
+from thinc.api import Model, serialize_attr
 
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
@@ -40,15 +40,17 @@ CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma",
               "dropout", "precision", "output_cache")
 
 
-CONFIGURED_KEY = "configured"  # the ElmoModel attr holding its ConfiguredAttrs: the last one
+CONFIGURED_KEY = "configured"  # the ElmoModel attr holding its ConfiguredAttrs
 
 
 class ConfiguredAttrs:
     """An ElmoModel's CONFIGURED attrs as its config built them. A model whose owner loads
     it with thinc's own from_bytes (a task's private biLM, ElmoTok2Vec) gets the saved attrs
-    written over these; this attr, read last, puts the configured ones back, so that
-    spacy.load(..., config=...) changes them there too, as `configured_wins` does for the
-    `elmo` component. Nothing of it is saved."""
+    written over these; `restore_configured` puts them back once the last of them has been
+    read (its output cache: `cache._deserialize_cache`), so that spacy.load(...,
+    config=...) changes them there too, as `configured_wins` does for the `elmo` component.
+    It is never saved (thinc leaves out an attr whose serializer raises TypeError), so
+    pipelines read and written by earlier versions are unchanged."""
 
     def __init__(self, values: Dict[str, Any]) -> None:
         self.values = dict(values)
@@ -57,14 +59,15 @@ class ConfiguredAttrs:
 @serialize_attr.register(ConfiguredAttrs)
 def _serialize_configured(_: ConfiguredAttrs, value: ConfiguredAttrs, name: str,
                           model: Model) -> bytes:
-    return b""
+    raise TypeError  # thinc leaves the attr out
 
 
-@deserialize_attr.register(ConfiguredAttrs)
-def _deserialize_configured(current: ConfiguredAttrs, value: bytes, name: str,
-                            model: Model) -> ConfiguredAttrs:
-    model.attrs.update(current.values)  # the attrs before this one came from the saved data
-    return current
+def restore_configured(model: Model) -> None:
+    """Put an ElmoModel's configured attrs back over those read from saved data (a model
+    without ConfiguredAttrs is left as it is)."""
+    configured = model.attrs.get(CONFIGURED_KEY)
+    if isinstance(configured, ConfiguredAttrs):
+        model.attrs.update(configured.values)
 
 
 @contextmanager

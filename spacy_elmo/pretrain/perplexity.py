@@ -115,6 +115,17 @@ def reading_of(run: Optional[PretrainConfig], *, lang: Optional[str] = None,
                    skip_pattern=skip_pattern if skip_pattern is not None else base.skip_pattern)
 
 
+def _same_files(files: Sequence[Path], patterns: Optional[Sequence[str]]) -> bool:
+    """Whether `files` are those `patterns` name (False when they name none that exist)."""
+    if not patterns:
+        return False
+    try:
+        named = resolve_files(list(patterns), what="perplexity")
+    except ElmoError:  # moved or deleted since the run
+        return False
+    return [p.resolve() for p in files] == [p.resolve() for p in named]
+
+
 def read_sentences(files: Sequence[Path], settings: TextSettings, vocab: Vocab,
                    max_tokens: Optional[int]) -> List[List[str]]:
     """Sentences of the files in order, up to exactly `max_tokens` tokens (None: all; the
@@ -207,12 +218,13 @@ class PerplexityJob:
                          overwrite=overwrite, what="--output")
         run = run_of(source)
         found = recorded(run) if run is not None else None
+        if max_tokens is None and found is not None and _same_files(files, found.dev):
+            max_tokens = found.dev_max_tokens  # the run's dev text: as much as the run read
         return cls(source, list(text), files,
                    reading_of(found, lang=lang, segmenter=segmenter, skip_pattern=skip_pattern),
                    rows or (found.batch_size if found else DEFAULT_ROWS),
                    window or (found.window if found else DEFAULT_WINDOW),
-                   run=run, max_tokens=max_tokens or (found.dev_max_tokens if found else None),
-                   threads=threads, output=output)
+                   run=run, max_tokens=max_tokens, threads=threads, output=output)
 
     def measure(self) -> Dict[str, Any]:
         """The figures of `text_perplexity`, with the settings they were measured with."""

@@ -46,7 +46,6 @@ from .rundir import (
     clear_run,
     dev_files,
     frozen_settings,
-    read_metrics,
     recorded,
     train_files,
     truncate_metrics,
@@ -98,7 +97,7 @@ def warn_schedule_change(before: Optional[PretrainConfig], after: PretrainConfig
         return
     warn(Warnings.W019.format(
         changed=", ".join(f"{k} {getattr(before, k)} -> {getattr(after, k)}" for k in changed),
-        schedule=after.lr_schedule, step=step, before=after.lr * lr_factor(before, step),
+        schedule=after.lr_schedule, step=step, before=before.lr * lr_factor(before, step),
         after=after.lr * lr_factor(after, step),
         kept=", ".join(f"--{k.replace('_', '-')} {getattr(before, k)}" for k in changed)),
         stacklevel=2)
@@ -202,6 +201,8 @@ class Position:
     source: Optional[SourceState] = None
     buffers: Optional[List[RowBuffers]] = None
     lstm: Optional[LSTMState] = None
+    # what a stop left undone at `step`: "dev" (its evaluation), "snapshot"
+    pending: Tuple[str, ...] = ()
 
 
 class Trainer:
@@ -277,7 +278,8 @@ class Trainer:
             cpu_elapsed=saved["cpu_elapsed"], optimizer=saved["optimizer"],
             source=SourceState(**mine["source"]),
             buffers=[RowBuffers(fwd, bwd) for fwd, bwd in mine["buffers"]],
-            lstm=LSTMState(mine["h"].to(ctx.device), mine["c"].to(ctx.device)))
+            lstm=LSTMState(mine["h"].to(ctx.device), mine["c"].to(ctx.device)),
+            pending=tuple(saved.get("pending", ())))
         torch.set_rng_state(mine["rng"])
         if ctx.device.type == "cuda" and mine["cuda_rng"] is not None:
             torch.cuda.set_rng_state(mine["cuda_rng"], ctx.device)
@@ -339,6 +341,7 @@ class Trainer:
         self._log_warned = False
         # the step of the checkpoint on disk (a resumed run starts from one)
         self.saved_step = position.step if position.source is not None else None
+        self.pending = position.pending
 
     def train_step(self) -> float:
         batch = self.streams.next_batch().to(self.ctx.device)
@@ -377,7 +380,7 @@ class Trainer:
                 "world_size": self.ctx.world_size, "frozen": self.frozen,
                 "options": self.options, "vocab": self.vocab.words,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "ranks": ranks,
+                "ranks": ranks, "pending": list(self.pending),
             })
             self.saved_step = self.step
 
@@ -390,21 +393,23 @@ class Trainer:
 
     def catch_up(self) -> Tuple[Optional[Dict[str, float]], int]:
         """On resume, the dev evaluation and the snapshot of the checkpoint's step that a
-        stop left undone (a stop during either saves the step without them); (dev, its step),
-        (None, -1) when there was nothing to do."""
-        config, step = self.config, self.step
-        if not self.ctx.is_main or step == 0 or self.saved_step != step:  # not a resume
+        stop left undone (the checkpoint's `pending`; a stop during either saves the step
+        without them); (dev, its step), (None, -1) when there was nothing to do."""
+        if not self.ctx.is_main or not self.pending:
             return None, -1
         dev: Optional[Dict[str, float]] = None
-        if self.dev and step % config.eval_every == 0 and not any(
-                r.get("type") == "dev" and r.get("step") == step
-                for r in read_metrics(self.out / names.METRICS_NAME)):
+        if "dev" in self.pending and self.dev:
             dev = self.evaluate()
             self.log_dev(dev)
-        snapshot = (self.out / names.SNAPSHOT_DIR / f"{names.SNAPSHOT_PREFIX}{step:07d}")
-        if config.snapshot_every and step % config.snapshot_every == 0 and not snapshot.exists():
+        if "snapshot" in self.pending:
             self.snapshot(dev)
-        return dev, step if dev is not None else -1
+        self.pending = ()
+        return dev, self.step if dev is not None else -1
+
+    def snapshot_due(self) -> bool:
+        """Whether this step is one that snapshot_every asks a snapshot of."""
+        every = self.config.snapshot_every
+        return every is not None and every > 0 and self.step % every == 0
 
     def log_dev(self, dev: Dict[str, float]) -> None:
         """The dev evaluation of this step, in metrics.jsonl and the curves."""
@@ -514,15 +519,16 @@ class Trainer:
                         dev, dev_step = self.evaluate(), self.step
                     except StopRequested:  # the evaluation is left, the step kept
                         stopped = True
+                        self.pending = ("dev", "snapshot") if self.snapshot_due() else ("dev",)
                         self.checkpoint()
                         break
                     self.log_dev(dev)
-                if (config.snapshot_every and self.ctx.is_main
-                        and self.step % config.snapshot_every == 0):
+                if self.ctx.is_main and self.snapshot_due():
                     try:  # its own dev evaluation, when the step had none, may be left
                         self.snapshot(dev if dev_step == self.step else None)
                     except StopRequested:  # the step kept; a resume makes the snapshot
                         stopped = True
+                        self.pending = ("snapshot",)
                         self.checkpoint()
                         break
                 minutes = config.checkpoint_minutes

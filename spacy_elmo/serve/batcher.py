@@ -127,7 +127,8 @@ class Batcher:
             if self._setup is not None:
                 self._setup()
         except Exception as err:  # noqa: BLE001 (reported to every request, and logged)
-            self.failure = err
+            with self._lock:  # submit() checks and queues under it: no job slips past
+                self.failure = err
             log.error("The model thread could not start: %s", first_line(err))
             self._refuse_waiting(err)
             return

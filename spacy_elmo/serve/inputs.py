@@ -267,7 +267,7 @@ def check_mix(request: EmbedRequest, n_layers: int) -> None:
     weights = request.mix_weights
     given = weights is not None or request.gamma is not None
     bad = (given and request.layers != "mix") or (weights is not None and (
-        len(weights) != n_layers or any(w < 0 for w in weights) or math.fsum(weights) <= 0)
+        len(weights) != n_layers or any(w < 0 for w in weights) or not any(w > 0 for w in weights))
     ) or (request.gamma is not None and abs(request.gamma) > FLOAT32_MAX)
     if bad:
         value = (f"layers {request.layers!r}, mix_weights {weights}, gamma {request.gamma}")

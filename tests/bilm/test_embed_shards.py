@@ -228,7 +228,8 @@ def test_a_shard_file_gone_reads_as_nan_never_as_zeros(tmp_path, tiny_weights_di
     assert np.isnan(sharded["1"]).all() and np.isfinite(sharded["0"]).all()
 
 
-@pytest.mark.parametrize("rank,world", [("2", "2"), ("x", "2"), ("0", "two"), ("-1", "2")])
+@pytest.mark.parametrize("rank,world", [("2", "2"), ("x", "2"), ("0", "two"), ("-1", "2"),
+                                        ("\u00b2", "3")])
 def test_a_torchrun_environment_that_names_no_shard_is_refused(tmp_path, tiny_weights_dir,
                                                                monkeypatch, rank, world):
     monkeypatch.setenv("RANK", rank)

@@ -360,6 +360,10 @@ def test_a_loaded_private_biLM_takes_its_settings_from_the_config(weights_dir, t
     assert get_holder(private(loaded)).bilm.precision == "int8"  # it runs at the setting
     as_saved = spacy.load(tmp_path / "p")  # without overrides: the saved settings, same output
     assert [e.text for e in as_saved(text).ents] == expected
+    # nothing new is saved (earlier versions read these pipelines), and the output cache is
+    # the last attr saved, where the configured ones are put back
+    saved_attrs = private(nlp).to_dict()["attrs"][0]
+    assert "configured" not in saved_attrs and list(saved_attrs)[-1] == "output_cache"
 
 
 # pipelines of spacy-elmo 0.1: the 1.0 fixture's, rewritten as 0.1 saved them ------------

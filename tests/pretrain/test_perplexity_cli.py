@@ -96,7 +96,13 @@ def test_a_run_s_model_reproduces_its_logged_dev_perplexity(run, tmp_path, where
     assert (written["rows"], written["window"], written["tokens"]) == (4, 6, 300)
     assert written["dev_ppl"] == pytest.approx(logged["dev_ppl"], rel=1e-6)
     assert written["dev_tokens"] == logged["dev_tokens"]
-    assert "rows 4, window 6, lang whitespace, max tokens 300" in flat(result.stdout)
+    assert "rows 4, window 6, lang whitespace, max tokens 300 (its dev text)" in flat(
+        result.stdout)
+    other = tmp_path / "other.txt"  # other text (here: the same lines) is read whole
+    shutil.copy(run / "corpus.txt", other)
+    result = perplexity(run / where, other, "--output", out, "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["tokens"] > 300 and "max tokens" not in result.stdout
 
 
 def test_a_model_outside_a_run_uses_the_documented_defaults(run, tmp_path):

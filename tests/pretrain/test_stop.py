@@ -4,6 +4,7 @@ aborts at once without a half-written file; sizes that would exhaust memory are 
 before any work."""
 
 import json
+import shutil
 import signal
 
 import pytest
@@ -181,3 +182,16 @@ def test_sizes_that_would_exhaust_memory_are_refused_before_any_work(tmp_path, m
     monkeypatch.setattr(memory, "available_memory", lambda: int(1.5 * need))
     with pytest.warns(UserWarning, match=r"\[W027\] .* more than half of the"):
         memory.check_memory(base, torch.device("cpu"))
+
+
+def test_a_resume_makes_only_what_a_stop_left_undone(tmp_path):
+    """A snapshot deleted on purpose (to free disk) is not made again by a resume."""
+    settings = dict(max_steps=4, eval_every=2, snapshot_every=2, dev_max_tokens=6,
+                    batch_size=2, window=4, checkpoint_every=100)
+    train(tiny_config(tmp_path, **settings), progress=False)
+    run = tmp_path / "run"
+    assert load_checkpoint(run)["pending"] == []
+    for snap in (run / "snapshots").iterdir():
+        shutil.rmtree(snap)
+    train(tiny_config(tmp_path, **{**settings, "max_steps": 6}), resume=True, progress=False)
+    assert sorted(p.name for p in (run / "snapshots").iterdir()) == ["step_0000006"]

@@ -258,6 +258,7 @@ def test_mix_weights_of_any_size_and_a_gamma_too_large_for_float32(served_bilm, 
     mix = {"sentences": [sentence], "layers": "mix"}
     with client(served_bilm) as c:
         huge = embed(c, {**mix, "mix_weights": [1, 1, 1e308]})
+        overflowing = embed(c, {**mix, "mix_weights": [1e308, 1e308, 1]})  # sum: inf
         tiny = embed(c, {**mix, "mix_weights": [1e-46, 0, 0]})
         over = c.post("/v1/embed", json={**mix, "gamma": 1e38})
         over_npy = c.post("/v1/embed", json={**mix, "gamma": 1e38},
@@ -266,6 +267,7 @@ def test_mix_weights_of_any_size_and_a_gamma_too_large_for_float32(served_bilm, 
     assert huge.status_code == tiny.status_code == 200
     assert_close(huge.json()["embeddings"][0], layers[2])
     assert_close(tiny.json()["embeddings"][0], layers[0])
+    assert_close(overflowing.json()["embeddings"][0], layers[:2].mean(0))
     for response in (over, over_npy):
         assert response.status_code == 422 and response.json()["error"]["code"] == "E270"
     assert_close(after.json()["embeddings"][0], 2.0 * layers.mean(0))
