@@ -19,6 +19,18 @@ def bundle():
     return bundle_module
 
 
+@pytest.fixture(scope="module")
+def report():
+    """benchmarks/run_report.py as a module (a script, not in a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_report",
+                                                  ROOT / "benchmarks" / "run_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_bundle_writes_the_checkpoints_biLM_and_a_card_with_its_figures(tmp_path, bundle):
     result = train(tiny_config(tmp_path, max_steps=4, eval_every=4), progress=False)
     out = tmp_path / "elmo_zh_small"
@@ -88,13 +100,7 @@ def test_bundle_refuses_an_unknown_language(tmp_path, bundle):
         bundle.main(tmp_path, lang="fr", snapshot=None, output=None, wic=None, perplexity=[])
 
 
-def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_path, bundle):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("run_report",
-                                                  ROOT / "benchmarks" / "run_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_path, bundle, report):
     train(tiny_config(tmp_path, max_steps=4, eval_every=2), progress=False)
     bundle.main(tmp_path / "run", lang="en", snapshot=None, output=tmp_path / "card",
                 wic=None, perplexity=[])
@@ -118,15 +124,9 @@ def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_p
             in text)
 
 
-def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bundle):
-    import importlib.util
-
+def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bundle, report):
     from ..test_wic_probe import ROWS, write_wic
 
-    spec = importlib.util.spec_from_file_location("run_report",
-                                                  ROOT / "benchmarks" / "run_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
     train(tiny_config(tmp_path, max_steps=4, eval_every=2, snapshot_every=2), progress=False)
     write_wic(tmp_path / "wic", "train", ROWS)
     write_wic(tmp_path / "wic", "dev", ROWS[:2])
@@ -163,13 +163,7 @@ def test_bundle_writes_into_the_librarys_data_directory_by_default(tmp_path, bun
     assert (tmp_path / "data" / "elmo_zh_small" / "weights.hdf5").is_file()
 
 
-def test_run_report_gives_each_snapshots_perplexity_on_other_text_once(tmp_path, bundle):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("run_report",
-                                                  ROOT / "benchmarks" / "run_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+def test_run_report_gives_each_snapshots_perplexity_on_other_text_once(tmp_path, bundle, report):
     train(tiny_config(tmp_path, max_steps=4, eval_every=2, snapshot_every=2), progress=False)
     text_file = tmp_path / "corpus.txt"  # the dev text: each snapshot's own dev perplexity
     bundle.main(tmp_path / "run", lang="zh", snapshot=None, output=tmp_path / "card",
