@@ -100,7 +100,8 @@ def test_bundle_refuses_an_unknown_language(tmp_path, bundle):
         bundle.main(tmp_path, lang="fr", snapshot=None, output=None, wic=None, perplexity=[])
 
 
-def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_path, bundle, report):
+def test_run_report_lists_each_dev_evaluation_beside_a_bundled_cards_curve(tmp_path, bundle,
+                                                                          report):
     train(tiny_config(tmp_path, max_steps=4, eval_every=2), progress=False)
     bundle.main(tmp_path / "run", lang="en", snapshot=None, output=tmp_path / "card",
                 wic=None, perplexity=[])
