@@ -262,3 +262,27 @@ def test_archived_cells_match_their_composed_cells(tmp_path):
             assert run_table.finished(cell, tmp_path) == (other == row), (path.name, other)
             done.unlink()
         assert (ROOT / words[4]).is_file(), (path.name, words[4])
+
+
+def test_follow_gives_the_concat_rows_one_rivals_biLM_without_the_other(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _thucnews_inputs(tmp_path, weights=("bilm/zh_wiki",))  # no news-adapted biLM
+    trained = []
+    monkeypatch.setattr(run_table.subprocess, "run", lambda c, **kw: trained.append(c))
+    monkeypatch.setattr(run_table, "evaluate_run", lambda *a, **kw: {"dev": 1.0, "test": 1.0})
+    run_table.main("zh", tasks="thucnews", rows="elmo,elmo_concat", seeds="0",
+                   weights="bilm/zh_wiki", news_weights="bilm/zh_news", jieba_weights="x",
+                   max_steps=10, eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
+                   summary=Path("results/t.json"), archive=None, follow="elmo")
+    runs = [c[c.index("--output") + 1].split("/")[-1] for c in trained]
+    assert runs == ["thucnews_elmo_s0", "thucnews_elmo_concat_s0"]
+    assert trained[1][trained[1].index("--paths.elmo_weights") + 1] == "bilm/zh_wiki"
+    record = json.loads(Path("training/thucnews_elmo_concat_s0/cell.json").read_text())
+    assert "bilm_chosen_by_dev" not in record
+    with pytest.raises(typer.BadParameter, match=r"--follow takes a row that competes on dev "
+                                                 r"in the zh table \(elmo, elmo_news\), not "
+                                                 r"'cnn'"):
+        run_table.main("zh", tasks="thucnews", rows="elmo_concat", seeds="0",
+                       weights="bilm/zh_wiki", news_weights="bilm/zh_news", jieba_weights="x",
+                       max_steps=10, eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
+                       summary=None, archive=None, follow="cnn")

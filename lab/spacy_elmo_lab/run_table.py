@@ -41,7 +41,8 @@ Rows (each only where its inputs exist in the project; --dry-run lists the comma
 Where a task compares biLMs (THUCNews: `elmo` over --weights, `elmo_news` over
 --news-weights), its other ELMo rows take the biLM whose ELMo row has the better mean dev
 score over the seeds: they run after those cells, in the same invocation, and their
-cell.json records the dev scores that chose it.
+cell.json records the dev scores that chose it. `--follow elmo` gives them that row's biLM
+instead, without the other rival (a biLM compared alone).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import IO, Dict, List, Optional, Tuple
+from typing import IO, Annotated, Dict, List, Optional, Tuple
 
 import typer
 
@@ -208,8 +209,16 @@ def run_cells(cells: List[Cell], training: Path, metrics: Path, gpu_id: int, job
     return failed
 
 
-def check_rivals(table: str, cells: List[Cell], rows: Optional[List[str]]) -> None:
-    """A row that waits for its task's rival rows needs them in this run (or finished)."""
+def check_rivals(table: str, cells: List[Cell], rows: Optional[List[str]],
+                 follow: Optional[str] = None) -> None:
+    """A row that waits for its task's rival rows needs them in this run (or finished), and
+    --follow names one of a task's rival rows."""
+    if follow is not None:
+        competing = {r for task in TABLES[table].values() for r in task.rivals}
+        if follow not in competing:
+            raise typer.BadParameter(
+                f"--follow takes a row that competes on dev in the {table} table "
+                f"({', '.join(sorted(competing)) or 'none'}), not {follow!r}")
     for cell in cells:
         rivals = TABLES[table][cell.task].rivals
         if cell.waits and rows is not None and not set(rivals) <= set(rows):
@@ -262,6 +271,9 @@ def main(
     archive: Optional[Path] = typer.Option(None, help="keep each finished cell's record and "
                                                       "metrics here (to commit); restored "
                                                       "from here on a new machine"),
+    follow: Annotated[Optional[str], typer.Option(
+        help="THUCNews: the rows that take the biLM elmo/elmo_news choose on dev take this "
+             "row's biLM instead (the other need not run), e.g. elmo")] = None,
 ) -> None:
     """Train and evaluate the table's missing cells."""
     if table not in TABLES:
@@ -286,13 +298,14 @@ def main(
         restored = restore(archive, training, metrics)
         if restored:
             typer.echo(f"restored from {archive}: {len(restored)} cell record(s)", err=True)
-    cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
+    cells = make_cells(table, task_names, row_names, seed_list, values, budget, training,
+                       follow)
     todo = [c for c in cells if not finished(c, training)]
     if archive is not None and not dry_run:  # also those finished without --archive
         for cell in cells:
             if cell not in todo:
                 archive_cell(cell.run, cell_record(cell, training), metrics, archive)
-    check_rivals(table, cells, row_names)
+    check_rivals(table, cells, row_names, follow)
     stale = [c.run for c in todo if not c.waits and (training / c.run / CELL_DONE).exists()]
     typer.echo(f"{table}: {len(cells)} cells, {len(cells) - len(todo)} finished, "
                f"{len(todo)} to run")
@@ -303,7 +316,8 @@ def main(
     failed = run_cells(runnable, training, metrics, gpu_id, jobs, archive)
     if waiting and not failed and not dry_run:
         # the rivals have run: the cells that waited for them now know their biLM
-        cells = make_cells(table, task_names, row_names, seed_list, values, budget, training)
+        cells = make_cells(table, task_names, row_names, seed_list, values, budget, training,
+                           follow)
         later = [c for c in cells if c.run in waiting and not finished(c, training)]
         runnable, missing, still = plan(later, dry_run)
         skipped += missing + still

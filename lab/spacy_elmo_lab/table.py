@@ -153,15 +153,19 @@ def cell_record(cell: Cell, training: Path) -> Dict[str, Any]:
 
 
 def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: List[int],
-               values: Dict[str, str], budget: List[str], training: Path = Path("training")
-               ) -> List[Cell]:
+               values: Dict[str, str], budget: List[str], training: Path = Path("training"),
+               follow: Optional[str] = None) -> List[Cell]:
     """Every (task, row, seed) of the table, with its `spacy train` command (output in
-    `training`/<run>)."""
+    `training`/<run>). With `follow` (one of a task's rival rows), the rows that would take
+    the rivals' choice on dev take that row's biLM instead."""
     cells = []
     for name in tasks:
         task = TABLES[table][name]
-        choice = None
-        if task.rivals and any(is_follower(task, r) for r in rows or task.rows):
+        choice: Optional[Tuple[str, Optional[Dict[str, float]]]] = None
+        if follow is not None and follow in task.rivals:
+            fixed = {**values, "weights": values[task.bilm]}
+            choice = ROWS[follow].paths["elmo_weights"].format(**fixed), None
+        elif task.rivals and any(is_follower(task, r) for r in rows or task.rows):
             choice = choose_bilm(table, name, seeds, values, budget, training)
         for row_name in rows or task.rows:
             row = ROWS[row_name]
