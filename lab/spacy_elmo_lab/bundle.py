@@ -2,7 +2,7 @@
 
   python scripts/bundle.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
       [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
-      [--perplexity NAME=TEXT ...] [--history TEXT]
+      [--perplexity NAME=TEXT ...] [--history TEXT] [--data TEXT]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
@@ -125,6 +125,9 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          history: Annotated[Optional[str], typer.Option(
              help="what the run's --init-weights had been trained on before (a continued "
                   "run): a row of the card")] = None,
+         data: Annotated[Optional[str], typer.Option(
+             help="the card's training data row, where the run read other text than the "
+                  "language's usual one")] = None,
          ) -> None:
     if lang not in LANGUAGES:
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
@@ -134,7 +137,7 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
     # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
     with atomic_directory(output) as staging, tempfile.TemporaryDirectory() as scratch:
         make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch),
-                    history)
+                    history, data)
     size = (output / WEIGHTS_NAME).stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
 
@@ -152,10 +155,11 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> s
 
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
                 wic: Optional[Path], perplexity: List[str], scratch: Path,
-                history: Optional[str] = None) -> None:
+                history: Optional[str] = None, data: Optional[str] = None) -> None:
     """Write the biLM and its model card (titled `name`) into `output` (`scratch`: an
     empty directory for the checkpoint's export; `history`: the earlier training of a run
-    that continued other weights, a row before this run's own)."""
+    that continued other weights, a row before this run's own; `data`: the training data
+    row, if not the language's usual text)."""
     about = LANGUAGES[lang]
     rows = read_metrics(run / METRICS_NAME)
     lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
@@ -179,7 +183,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
                    f"{o.n_layers} LSTM layers)"),
         ("parameters", f"{n_params / 1e6:.2f}M (weights.hdf5, float32); the softmax "
                        f"({config.vocab_size:,} {unit}) is not shipped"),
-        ("training data", about["data"]),
+        ("training data", data or about["data"]),
         *([("earlier training", history)] if history else []),
         ("training", f"{last['step']:,} steps of {config.batch_size} rows x {config.window} "
                      f"{unit}, {last['tokens'] / 1e6:.1f}M {unit}"

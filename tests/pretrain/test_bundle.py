@@ -62,11 +62,13 @@ def test_bundle_history_is_a_row_before_the_runs_own_training(tmp_path, bundle):
     train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)
     out = tmp_path / "elmo_en_small"
     bundle.main(tmp_path / "run", lang="en", snapshot=None, output=out, wic=None,
-                perplexity=[], history="two earlier legs, 158,820 steps")
+                perplexity=[], history="two earlier legs, 158,820 steps",
+                data="Wikipedia with a quarter of the laws")
     rows = [line for line in (out / "README.md").read_text(encoding="utf-8").splitlines()
-            if line.startswith("| earlier training |") or line.startswith("| training |")]
-    assert rows[0] == "| earlier training | two earlier legs, 158,820 steps |"
-    assert rows[1].startswith("| training | 2 steps of ")
+            if line.startswith(("| training data |", "| earlier training |", "| training |"))]
+    assert rows[0] == "| training data | Wikipedia with a quarter of the laws |"
+    assert rows[1] == "| earlier training | two earlier legs, 158,820 steps |"
+    assert rows[2].startswith("| training | 2 steps of ")
 
 
 def test_a_failed_bundle_keeps_the_bundled_biLM(tmp_path, bundle):
