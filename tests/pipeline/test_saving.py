@@ -397,3 +397,26 @@ def test_a_listener_s_mix_saved_without_its_width_is_refused(tmp_path, monkeypat
     nlp = spacy.load(saved, exclude=["textcat", "spancat"])
     with pytest.raises(ElmoError, match=r"\[E261\] .* saved by spacy-elmo before 1\.0"):
         nlp("Alice went to Paris today .")
+
+
+def test_initialize_on_a_loaded_pipeline_reloads_the_configured_weights(tmp_path):
+    """spaCy's rule, as docs/component.md says: nlp.initialize() starts the `elmo`
+    component afresh from its `weights` setting, so the saved biLM is replaced, and a
+    `weights` path missing on this machine is E001 (nothing of the pipeline is lost)."""
+    weights = tmp_path / "weights"
+    save_bilm(make_random_bilm(seed=1), weights)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"weights": str(weights)})
+    nlp.initialize()
+    saved = nlp(TEXT)._.elmo
+    nlp.to_disk(tmp_path / "pipeline")
+    save_bilm(make_random_bilm(seed=2), weights)
+    loaded = spacy.load(tmp_path / "pipeline")
+    np.testing.assert_allclose(loaded(TEXT)._.elmo, saved, atol=1e-6)  # the saved biLM
+    loaded.initialize()
+    assert not np.allclose(loaded(TEXT)._.elmo, saved, atol=1e-3)  # the configured one
+    shutil.rmtree(weights)
+    again = spacy.load(tmp_path / "pipeline")
+    with pytest.raises(ElmoError, match="E001"):
+        again.initialize()
+    np.testing.assert_allclose(again(TEXT)._.elmo, saved, atol=1e-6)
