@@ -64,3 +64,38 @@ def test_each_bundled_version_becomes_a_snapshot(tmp_path, monkeypatch):
 def test_outside_a_git_checkout_is_a_clear_error(tmp_path):
     with pytest.raises(typer.BadParameter, match="git clone"):
         bundled_history.main(tmp_path / "out", model=MODEL, repo=tmp_path)
+
+
+CONTINUED_CARD = ("| earlier training | two legs |\n"
+                  "| training | 1,180 steps of 64 rows x 20 characters, 1.5M characters |\n"
+                  "| training in all | 210,000 steps, 268.8M characters (the earlier ...) |\n"
+                  "| dev perplexity | 72.3 at step 1180 (mean of forward 71.8 |\n")
+
+
+def test_card_figures_take_the_whole_training_of_a_continued_biLM():
+    assert bundled_history.card_figures(CONTINUED_CARD) == {
+        "step": 210000, "tokens_millions": 268.8, "dev_ppl": 72.3}
+
+
+@needs_git
+def test_a_card_corrected_later_names_the_snapshot(tmp_path):
+    """The card committed with the weights gave only the last leg's steps; a later commit
+    added the whole: the snapshot takes the corrected card, and the one extracted under
+    the old name goes."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    commit(repo, OLD_CARD, b"first", "first biLM")
+    leg_only = "\n".join(line for line in CONTINUED_CARD.splitlines()
+                         if "in all" not in line) + "\n"
+    commit(repo, leg_only, b"second", "continued biLM")
+    out = tmp_path / "history"
+    bundled_history.main(out, model=MODEL, repo=repo)
+    assert sorted(p.name for p in out.iterdir()) == ["step_1180", "step_3461"]
+    commit(repo, CONTINUED_CARD, b"second", "card: the whole training")
+    bundled_history.main(out, model=MODEL, repo=repo)
+    assert sorted(p.name for p in out.iterdir()) == ["step_210000", "step_3461"]
+    assert (out / "step_210000" / "weights.hdf5").read_bytes() == b"second"
+    assert (out / "step_210000" / "README.md").read_text() == CONTINUED_CARD
+    # the first biLM's card, changed only with the next weights, stays its own
+    assert (out / "step_3461" / "README.md").read_text() == OLD_CARD

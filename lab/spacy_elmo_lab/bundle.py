@@ -3,6 +3,7 @@
   python scripts/bundle.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
       [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
       [--perplexity NAME=TEXT ...] [--history TEXT] [--data TEXT]
+      [--earlier-steps N --earlier-tokens N]
 
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
@@ -11,7 +12,9 @@ curve; with --wic the WiC probe's accuracies (`scripts/wic.py`), with --perplexi
 per-token and per-character perplexity on other held-out texts (e.g. news). The model is
 the run's checkpoint, or the snapshot given (whose dev.json holds the dev perplexity of
 exactly that step). A run that continued other weights (`--init-weights`) records only its
-own steps: --history says what the weights had been through before (a card row). A
+own steps: --history says what the weights had been through before (a card row), and
+--earlier-steps / --earlier-tokens how many steps and tokens that was, for a `training in
+all` row (what `scripts/bundled_history.py` plots the biLM at). A
 language gets its bundled default in `spacy_elmo/bilm/sources.py` (`BUNDLED`) once its
 model is in `spacy_elmo/data/`.
 """
@@ -128,18 +131,39 @@ def main(run: Path, lang: str = typer.Option(..., help="en or zh"),
          data: Annotated[Optional[str], typer.Option(
              help="the card's training data row, where the run read other text than the "
                   "language's usual one")] = None,
+         earlier_steps: Annotated[Optional[int], typer.Option(
+             help="the steps --init-weights had been trained for before this run (with "
+                  "--earlier-tokens): a 'training in all' row")] = None,
+         earlier_tokens: Annotated[Optional[int], typer.Option(
+             help="the tokens (characters for zh) those steps read")] = None,
          ) -> None:
     if lang not in LANGUAGES:
         raise typer.BadParameter(f"--lang must be one of {sorted(LANGUAGES)}")
+    earlier = earlier_training(earlier_steps, earlier_tokens)
     output = output or DATA_DIR / f"elmo_{lang}_small"
     output.parent.mkdir(parents=True, exist_ok=True)
     # everything is made in a directory beside `output`, which replaces it only at the end:
     # a failure (a snapshot without dev.json, a bad WiC directory) keeps the old one
     with atomic_directory(output) as staging, tempfile.TemporaryDirectory() as scratch:
         make_bundle(run, lang, snapshot, staging, output.name, wic, perplexity, Path(scratch),
-                    history, data)
+                    history, data, earlier)
     size = (output / WEIGHTS_NAME).stat().st_size / 2**20
     typer.echo(f"bundled {run} -> {output} ({size:.1f} MB)")
+
+
+def earlier_training(steps: Optional[int], tokens: Optional[int]
+                     ) -> Optional[Tuple[int, int]]:
+    """(steps, tokens) of --earlier-steps and --earlier-tokens: both or neither, not
+    negative."""
+    if steps is None and tokens is None:
+        return None
+    if steps is None or tokens is None:
+        raise typer.BadParameter("give --earlier-steps and --earlier-tokens together (the "
+                                 "steps and tokens the --init-weights had been trained for)")
+    if steps < 0 or tokens < 0:
+        raise typer.BadParameter(f"--earlier-steps {steps} / --earlier-tokens {tokens}: "
+                                 "counts of steps and tokens are not negative")
+    return steps, tokens
 
 
 def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> str:
@@ -155,11 +179,13 @@ def hardware(rows: List[Dict[str, Any]], step: int, threads: Optional[int]) -> s
 
 def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, name: str,
                 wic: Optional[Path], perplexity: List[str], scratch: Path,
-                history: Optional[str] = None, data: Optional[str] = None) -> None:
+                history: Optional[str] = None, data: Optional[str] = None,
+                earlier: Optional[Tuple[int, int]] = None) -> None:
     """Write the biLM and its model card (titled `name`) into `output` (`scratch`: an
     empty directory for the checkpoint's export; `history`: the earlier training of a run
     that continued other weights, a row before this run's own; `data`: the training data
-    row, if not the language's usual text)."""
+    row, if not the language's usual text; `earlier`: the steps and tokens of that earlier
+    training, for a row of the whole)."""
     about = LANGUAGES[lang]
     rows = read_metrics(run / METRICS_NAME)
     lm_dir, last, last_dev = take_model(run, snapshot, rows, scratch)
@@ -194,6 +220,10 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
                      f"negatives, dropout {config.dropout}"
                      + (f", carried LSTM state reset with probability {config.state_reset}"
                         if config.state_reset else "")),
+        *([("training in all",
+            f"{earlier[0] + last['step']:,} steps, "
+            f"{(earlier[1] + last['tokens']) / 1e6:.1f}M {unit} (the earlier training and "
+            "this run's)")] if earlier else []),
         ("time and hardware", f"{last['elapsed'] / 3600:.2f} h of training steps; "
                               + hardware(rows, last["step"], config.threads)),
         ("dev perplexity",

@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+import typer
 from spacy_elmo_lab import bundle as bundle_module
 
 from spacy_elmo.bilm import load_bilm
@@ -70,6 +71,25 @@ def test_bundle_history_is_a_row_before_the_runs_own_training(tmp_path, bundle):
     assert rows[1] == "| earlier training | two earlier legs, 158,820 steps |"
     assert rows[2].startswith("| training | 2 steps of ")
 
+
+
+def test_bundle_earlier_steps_and_tokens_give_the_whole_training(tmp_path, bundle):
+    train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)
+    out = tmp_path / "elmo_en_small"
+    bundle.main(tmp_path / "run", lang="en", snapshot=None, output=out, wic=None,
+                perplexity=[], history="two earlier legs", earlier_steps=208_998,
+                earlier_tokens=267_000_000)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    tokens = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1]
+                        )["tokens"]
+    total = [line for line in card.splitlines() if line.startswith("| training in all |")]
+    assert total == [f"| training in all | 209,000 steps, {(267e6 + tokens) / 1e6:.1f}M tokens "
+                     "(the earlier training and this run's) |"]
+    for steps, tokens_ in ((5, None), (None, 5), (-1, 5)):
+        with pytest.raises(typer.BadParameter, match="--earlier"):
+            bundle.main(tmp_path / "run", lang="en", snapshot=None, output=out, wic=None,
+                        perplexity=[], earlier_steps=steps, earlier_tokens=tokens_)
+    assert (out / "README.md").read_text(encoding="utf-8") == card  # refused: kept
 
 def test_a_failed_bundle_keeps_the_bundled_biLM(tmp_path, bundle):
     """A snapshot without dev.json: the weights were copied over the bundled biLM, then
