@@ -69,18 +69,24 @@ class Int8Matmul:
                 self.packed = torch.ops.quantized.linear_prepack(quantized, None)
         self.bias = None if bias is None else bias.detach().to(torch.float32).clone()
         self.n_out = w.shape[0]
-        self.guard = torch.zeros(2, w.shape[1])
-        self.guard[0, 0], self.guard[1, 0] = -1.0, 1.0
         # without VNNI, pairs of u8 x s8 products are added in int16 (fbgemm's and oneDNN's
         # AVX2 paths): 7-bit activations keep those sums from saturating, as torch's own
         # dynamic quantization does. With VNNI or AMX all 8 bits are safe, and they halve
         # the error (1 - cosine to fp32) of the original shape's layers
         self.reduce_range = not native_int8_dot()
+        # the guard rows pin the range to [-1, (levels - zero) / zero]: its zero point is then
+        # a whole number (on [-1, 1] it is 63.5, which kernels round either way, and a
+        # row's peak of -1 was clipped by one level)
+        self.levels = 127 if self.reduce_range else 255
+        self.zero = self.levels // 2
+        self.guard = torch.zeros(2, w.shape[1])
+        self.guard[0, 0] = -1.0
+        self.guard[1, 0] = (self.levels - self.zero) / self.zero
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1]).to(torch.float32)
         peak = flat.abs().amax(1, keepdim=True).clamp_min(1e-30)
-        rows = torch.cat([flat / peak, self.guard])  # every row's peak at 1, range [-1, 1]
+        rows = torch.cat([flat / peak, self.guard])  # every row's peak at 1
         out = torch.ops.quantized.linear_dynamic(rows, self.packed, self.reduce_range)
         out = out[: flat.shape[0]].mul_(peak)
         if self.bias is not None:
