@@ -77,11 +77,19 @@ class Int8Matmul:
         # the guard rows pin the range to [-1, (levels - zero) / zero]: its zero point is then
         # a whole number (on [-1, 1] it is 63.5, which kernels round either way, and a
         # row's peak of -1 was clipped by one level)
-        self.levels = 127 if self.reduce_range else 255
-        self.zero = self.levels // 2
         self.guard = torch.zeros(2, w.shape[1])
         self.guard[0, 0] = -1.0
         self.guard[1, 0] = (self.levels - self.zero) / self.zero
+
+    @property
+    def levels(self) -> int:
+        """The activations' largest quantized value: 7 bits without VNNI, else 8."""
+        return 127 if self.reduce_range else 255
+
+    @property
+    def zero(self) -> int:
+        """The activations' zero point, a whole number by the guard rows' range."""
+        return self.levels // 2
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1]).to(torch.float32)
