@@ -498,7 +498,7 @@ class Errors(metaclass=Catalogue):
     E262 = ("The layer mix (spacy-elmo.ScalarMix.v1) does not know the width of the layers it "
             "mixes: initialize it with sample layers (model.initialize(X=...)), or give it "
             "`width`.")
-    # The HTTP server, continued, and the mix scale (E270-E279)
+    # The HTTP server, continued, and the mix scale (E270-E275)
     E270 = ("`gamma` {gamma} scales the mixed vectors past what float32 holds (some are "
             "infinite): give a `gamma` of ordinary size (learned ones are near 1), or leave it "
             "out.")
@@ -515,6 +515,17 @@ class Errors(metaclass=Catalogue):
     E274 = ("Stopped by Ctrl-C (SIGINT) while the model was loading: nothing was served.")
     E275 = ("The server's model thread has ended ({err}), so it cannot answer: restart the "
             "server (its log has the details); send this request again to another worker.")
+    # Widening a biLM (E276-E279)
+    E276 = ("This biLM reads a word dictionary (an ELMoForManyLangs model): `widen` writes the "
+            "bilm-tf layout, which has no place for one. Widen a byte-character biLM (the "
+            "bundled ones, a published AllenNLP model, or an export of `spacy-elmo pretrain`).")
+    E277 = ("--lstm-dim {given!r} does not widen this biLM, which has {have} cells a layer: "
+            "give a whole number larger than {have} (a narrower LSTM cannot compute the "
+            "same outputs).")
+    E278 = ("The widened biLM's outputs differ from the original's by {diff:.3g} (at most "
+            "{limit:.3g} expected from float rounding), so nothing was written to '{output}'. "
+            "The source's weights may hold very large values: check them with `spacy-elmo "
+            "info`.")
 
 
 class Warnings(metaclass=Catalogue):

@@ -175,6 +175,15 @@ def pretrain_settings() -> Tuple[Set[str], Set[str]]:
     return set(settings.by_path(PretrainConfig)), set(settings.by_flag(PretrainConfig))
 
 
+def is_pretrain_setting(key: str) -> bool:
+    """A pretraining setting's path, or a biLM option below `model.options`."""
+    from spacy_elmo.bilm.options import OPTION_RULES
+
+    section, _, option = key.rpartition(".")
+    return (key in pretrain_settings()[0]
+            or (section == "model.options" and option in OPTION_RULES))
+
+
 def is_group(command: Any) -> bool:
     return isinstance(getattr(command, "commands", None), dict)
 
@@ -307,7 +316,7 @@ def check_command(tokens: List[str], ctx: Context) -> Iterator[str]:
         command = " ".join(path)
         if "." in flag and flag.startswith("--"):
             if pretrain:  # any declared setting, whether or not the config file lists it
-                if flag[2:] not in pretrain_settings()[0]:
+                if not is_pretrain_setting(flag[2:]):
                     yield f"`{' '.join(path)}`: no setting {flag[2:]}"
                 continue
             if path == ["spacy", "project", "run"] or unnamed:
@@ -536,6 +545,7 @@ GOOD = [
     "\n[x.encode]\nwidth = 3\n```\n",
     "```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layers = true\n```\n",
     "`spacy-elmo pretrain CONFIG --training.max_steps 5`: a placeholder config is not read.\n",
+    "`spacy-elmo pretrain CONFIG --model.options.lstm_dim 1024`: a biLM option.\n",
     "<!-- WEASEL: AUTO-GENERATED DOCS START (do not remove) -->\n"
     "[config](../configs/a.cfg) is relative to the page in spaCy's part too\n"
     "<!-- WEASEL: AUTO-GENERATED DOCS END (do not remove) -->\n",
@@ -569,6 +579,7 @@ BAD = [
     ("```ini\n[components.elmo]\nfactory = \"elmo\"\nstore_layer = true\n```", "store_layer"),
     ("`spacy train data.txt --training.max_steps 5`", "without a config file"),
     ("`spacy-elmo pretrain configs/a.cfg --training.max_stepz 5`", "no setting training.max_stepz"),
+    ("`spacy-elmo pretrain C --model.options.lstm_dims 9`", "no setting model.options.lstm_dims"),
     ("[config](configs/a.cfg) outside spaCy's part is relative to docs/", "missing file"),
     ("<!-- WEASEL: AUTO-GENERATED DOCS START (do not remove) -->\n[`project.yml`]"
      "(project.yml), as spaCy writes it\n<!-- WEASEL: AUTO-GENERATED DOCS END (do not "

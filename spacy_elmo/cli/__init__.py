@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Each command module registers its commands on `app` (defined in .common, which the
 # commands import: they never import this package's namespace, so there is no cycle).
-from . import embed, export, info, perplexity, pretrain, serve  # noqa: E402,F401
+from . import embed, export, info, perplexity, pretrain, serve, widen  # noqa: E402,F401
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail  # noqa: E402
 
 __all__ = ["app", "main", "fail", "WEIGHTS_HELP", "OPTIONS_HELP", "FORMAT_HELP"]

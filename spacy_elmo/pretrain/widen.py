@@ -1,0 +1,75 @@
+"""`spacy-elmo widen`: a trained biLM with more LSTM cells, written as an export that
+`pretrain --init-weights` trains on. Its outputs are checked to be the source's before
+anything is written; the softmax and vocabulary beside the source are carried over."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from ..bilm.chars import batch_to_ids
+from ..bilm.model import BiLM
+from ..bilm.sources import locate
+from ..bilm.weights import load_files, save_bilm, write_hdf5
+from ..bilm.widen import widen_lstm
+from ..errors import ElmoError, Errors
+from ..files import PathLike, names
+from ..files.atomic import atomic_directory
+from .export import check_export_target, read_softmax
+
+# what the outputs are compared on: words, punctuation, odd Unicode and a long token
+CHECK_SENTENCES: List[List[str]] = [
+    ["The", "bank", "of", "the", "river", "flooded", "."],
+    ["I", "ate", "an", "apple", ",", "not", "an", "Apple", "phone", "!"],
+    ["我", "喜欢", "吃", "苹果", "。"],
+    ["naïve", "café", "—", "e\u0301", "🙂", "x" * 60],
+]
+TOLERANCE = 1e-4  # of the largest output magnitude: fp32 sums in another order
+
+
+@dataclass
+class Widened:
+    """What `widen` wrote and how far the outputs moved."""
+
+    output: Path
+    old_dim: int
+    lstm_dim: int
+    max_diff: float
+    softmax: bool
+
+
+def widen(source: Optional[PathLike], output: PathLike, lstm_dim: int, *,
+          options: Optional[PathLike] = None, seed: int = 0, overwrite: bool = False,
+          lang: str = "en") -> Widened:
+    """Write `source` (anything `locate` reads; None: the biLM bundled for `lang`) widened
+    to `lstm_dim` cells into `output` (written whole; an export there needs `overwrite`)."""
+    directory = Path(output)
+    files = locate(source, options, lang=lang)
+    check_export_target(directory, files.weights, overwrite=overwrite)
+    bilm = load_files(files)
+    wide = widen_lstm(bilm, lstm_dim, seed=seed)
+    diff, limit = output_difference(bilm, wide)
+    if not diff <= limit:
+        raise ElmoError(Errors.E278.format(diff=diff, limit=limit, output=directory))
+    softmax = (read_softmax(files.weights, bilm.options.projection_dim)
+               if files.format == "allennlp" else None)
+    with atomic_directory(directory) as tmp:
+        save_bilm(wide, tmp)
+        if softmax is not None:
+            softmax.vocab.to_file(tmp / names.VOCAB_NAME)
+            write_hdf5(tmp / names.SOFTMAX_NAME, {"softmax/W": softmax.weight,
+                                                  "softmax/b": softmax.bias})
+    return Widened(directory, bilm.options.lstm_dim, lstm_dim, diff, softmax is not None)
+
+
+def output_difference(bilm: BiLM, wide: BiLM) -> tuple[float, float]:
+    """The largest difference between the two biLMs' layers on CHECK_SENTENCES, and the
+    limit float rounding allows."""
+    ids = batch_to_ids(CHECK_SENTENCES)
+    with torch.no_grad():
+        before, after = bilm(ids).layers, wide(ids).layers
+    diff = float((before - after).abs().max())
+    return diff, TOLERANCE * max(1.0, float(before.abs().max()))
