@@ -6,9 +6,10 @@
 
 Two arms continue START on DATA_DIR/lm_en with the long English run's config and one recipe
 (lazy Adam 3e-4 after a 500-step warmup, constant, seed 5): `same` keeps START's shape,
-`wideN` trains `spacy-elmo widen START --lstm-dim N`, which computes what START does. Both
-run at once, one thread each (two cores), until each has spent --cpu-minutes of process CPU
-time on training steps, so that each arm has the machine's other half and the same budget.
+`wideN` trains `spacy-elmo widen OUT --lstm-dim N --weights START`, which computes what
+START does. Both run at once, one thread each (two cores), until each has spent
+--cpu-minutes of process CPU time on training steps: the same budget, each arm on half the
+machine.
 Then: dev perplexity (full softmax, every 1,000 steps) against CPU minutes, and at the end
 WiC dev (layer chosen on train), nearest-neighbour WSD on SemEval-2007 and XPOS dev (best
 layers), START's beside them. Rerunning resumes unfinished arms and reuses probe results
@@ -178,8 +179,9 @@ def main() -> None:
     runs.mkdir(parents=True, exist_ok=True)
     init = runs / f"{wide}_init"
     if not (init / "weights.hdf5").exists():
-        subprocess.run([sys.executable, "-m", "spacy_elmo", "widen", str(args.start), str(init),
-                        "--lstm-dim", str(args.lstm_dim), "--seed", "0"], check=True)
+        subprocess.run([sys.executable, "-m", "spacy_elmo", "widen", str(init), "--lstm-dim",
+                        str(args.lstm_dim), "--weights", str(args.start), "--seed", "0"],
+                       check=True)
     arms = {"same": arm_command(args.data, runs / "same", args.start, args.cpu_minutes, None),
             wide: arm_command(args.data, runs / wide, init, args.cpu_minutes, args.lstm_dim)}
     run_arms(arms, runs, args.cpu_minutes)

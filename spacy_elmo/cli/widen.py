@@ -15,10 +15,13 @@ from .common import OPTIONS_HELP, WEIGHTS_HELP, app, fail
 
 @app.command("widen")
 def widen_cli(
-    weights: str = typer.Argument(..., help=f"The biLM to widen: {WEIGHTS_HELP}"),
     output: Path = typer.Argument(..., help="Directory for the widened export"),
     lstm_dim: int = typer.Option(..., "--lstm-dim",
                                  help="LSTM cells a layer and direction (more than now)"),
+    weights: Optional[str] = typer.Option(None, "--weights", help=(
+        "The biLM to widen: " + WEIGHTS_HELP + " Default: the small biLM bundled for --lang.")),
+    lang: str = typer.Option("en", "--lang", help=(
+        "Language of the bundled biLM used without --weights: en or zh.")),
     options: Optional[Path] = typer.Option(None, "--options", help=OPTIONS_HELP),
     seed: int = typer.Option(0, "--seed", help="Draws the new cells' gate weights"),
     overwrite: bool = typer.Option(False, "--overwrite",
@@ -35,7 +38,7 @@ def widen_cli(
         if str(output) == STDOUT:  # a model is a directory: it cannot stream
             raise ElmoError(Errors.E070.format(what="a widened biLM"))
         done = widen(weights, output, lstm_dim, options=options, seed=seed,
-                     overwrite=overwrite)
+                     overwrite=overwrite, lang=lang)
     except ElmoError as err:
         fail(str(err))
     msg.good(f"Widened {done.old_dim} -> {done.lstm_dim} LSTM cells into {done.output}",

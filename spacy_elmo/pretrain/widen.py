@@ -12,7 +12,7 @@ import torch
 
 from ..bilm.chars import batch_to_ids
 from ..bilm.model import BiLM
-from ..bilm.sources import locate
+from ..bilm.sources import bundled, locate
 from ..bilm.weights import load_files, save_bilm, write_hdf5
 from ..bilm.widen import widen_lstm
 from ..errors import ElmoError, Errors
@@ -47,6 +47,8 @@ def widen(source: Optional[PathLike], output: PathLike, lstm_dim: int, *,
     """Write `source` (anything `locate` reads; None: the biLM bundled for `lang`) widened
     to `lstm_dim` cells into `output` (written whole; an export there needs `overwrite`)."""
     directory = Path(output)
+    if source is None:
+        bundled(lang, where="command")  # a language without a bundled biLM: say --weights
     files = locate(source, options, lang=lang)
     check_export_target(directory, files.weights, overwrite=overwrite)
     bilm = load_files(files)

@@ -39,7 +39,8 @@ def read(path, name):
 
 def test_cli_writes_a_wider_export_with_the_same_outputs_and_softmax(export_dir, tmp_path):
     out = tmp_path / "wide"
-    result = CliRunner().invoke(app, ["widen", str(export_dir), str(out), "--lstm-dim", "40"])
+    result = CliRunner().invoke(app, ["widen", str(out), "--weights", str(export_dir),
+                                      "--lstm-dim", "40"])
     assert result.exit_code == 0, result.output
     assert "Widened 16 -> 40 LSTM cells" in flat(result.output)
     assert "softmax and vocabulary carried over" in flat(result.output)
@@ -79,7 +80,8 @@ def test_the_shape_of_the_config_must_be_the_widened_one(export_dir, tmp_path):
 def test_an_export_in_output_is_kept_without_overwrite(export_dir, tmp_path):
     out = widen(export_dir, tmp_path / "wide", 24).output
     before = (out / "weights.hdf5").read_bytes()
-    result = CliRunner().invoke(app, ["widen", str(export_dir), str(out), "--lstm-dim", "48"])
+    result = CliRunner().invoke(app, ["widen", str(out), "--weights", str(export_dir),
+                                      "--lstm-dim", "48"])
     assert result.exit_code == 1
     assert "E026" in result.output and "--overwrite" in flat(result.output)
     assert (out / "weights.hdf5").read_bytes() == before
@@ -99,15 +101,15 @@ def test_writing_over_the_source_is_refused(export_dir):
                                        (["--lstm-dim", "many"], "Invalid value")])
 def test_cli_refuses_a_size_that_does_not_widen(export_dir, tmp_path, args, code):
     out = tmp_path / "wide"
-    result = CliRunner().invoke(app, ["widen", str(export_dir), str(out), *args])
+    result = CliRunner().invoke(app, ["widen", str(out), "--weights", str(export_dir), *args])
     assert result.exit_code != 0
     assert code in result.output
     assert not out.exists()
 
 
 def test_a_missing_source_is_named(tmp_path):
-    result = CliRunner().invoke(app, ["widen", str(tmp_path / "nothing"), str(tmp_path / "o"),
-                                      "--lstm-dim", "32"])
+    result = CliRunner().invoke(app, ["widen", str(tmp_path / "o"), "--weights",
+                                      str(tmp_path / "nothing"), "--lstm-dim", "32"])
     assert result.exit_code == 1
     assert "nothing" in result.output
     assert not (tmp_path / "o").exists()
@@ -126,3 +128,19 @@ def test_outputs_that_moved_are_never_written(export_dir, tmp_path, monkeypatch)
     with pytest.raises(ElmoError, match=r"\[E278\] The widened biLM's outputs differ"):
         widen(export_dir, tmp_path / "wide", 32)
     assert not (tmp_path / "wide").exists()
+
+
+def test_without_weights_the_bundled_biLM_of_lang_is_widened(tmp_path):
+    out = widen(None, tmp_path / "wide", 640, lang="en").output
+    wide = load_bilm(out)
+    assert wide.options.lstm_dim == 640
+    assert wide.options.replace(lstm_dim=512) == load_bilm(None).options
+    assert not (out / "softmax.hdf5").exists()  # the bundle ships none
+
+
+def test_a_language_without_a_bundled_biLM_asks_for_weights(tmp_path):
+    result = CliRunner().invoke(app, ["widen", str(tmp_path / "o"), "--lstm-dim", "640",
+                                      "--lang", "de"])
+    assert result.exit_code == 1
+    assert "E064" in result.output and "--weights" in flat(result.output)
+    assert not (tmp_path / "o").exists()
