@@ -157,11 +157,16 @@ def report(rows: List[Dict[str, Any]], start: Path, start_row: Dict[str, Any], c
             f"| {row['name']} | {row['cells']} | {row['params']:,} | {row['steps']:,} | "
             f"{row['tokens']:,} | {row['cpu_min']:.1f} | {row['tok_per_cpu_s']:,.0f} | "
             f"**{row['final']:.1f}** | {row['wic']} | {row['wsd']} | {row['pos']} |")
-    lines += ["", "Dev perplexity against CPU minutes (forward / backward / mean):", ""]
-    for row in rows:
-        lines.append(f"- {row['name']}: " + ", ".join(
-            f"{d['cpu_s'] / 60:.0f} min {d['dev_ppl_fwd']:.1f} / {d['dev_ppl_bwd']:.1f} / "
-            f"**{d['dev_ppl']:.1f}**" for d in row["dev"]))
+    lines += ["", "Dev perplexity (mean of the directions) at each evaluation, with the CPU "
+              "minutes spent by then: both arms read the same text in the same order, so a "
+              "row compares them after the same text, and the CPU minutes say what it cost.",
+              "", "| step | " + " | ".join(row["name"] for row in rows) + " |",
+              "|---:|" + "---:|" * len(rows)]
+    by_step = [{d["step"]: d for d in row["dev"]} for row in rows]
+    for step in sorted(set().union(*by_step)):
+        cells = [f"{d[step]['dev_ppl']:.1f} ({d[step]['cpu_s'] / 60:.0f} min)" if step in d
+                 else "-" for d in by_step]
+        lines.append(f"| {step:,} | " + " | ".join(cells) + " |")
     lines += ["", f"![dev perplexity against CPU minutes]({png.name})", ""]
     return "\n".join(lines)
 
