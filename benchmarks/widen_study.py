@@ -36,6 +36,7 @@ from spacy_elmo_lab.wic import chosen
 from spacy_elmo.bilm import load_bilm
 from spacy_elmo.bilm.hardware import cpu_isa, cpu_model
 from spacy_elmo.files.atomic import write_text
+from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.perplexity import PerplexityJob
 from spacy_elmo.pretrain.rundir import read_metrics
 
@@ -80,11 +81,14 @@ def run_arms(arms: Dict[str, List[str]], runs: Path, cpu_minutes: float) -> None
 
 
 def start_ppl(start: Path, data: Path, cache: Path) -> float:
-    """START's dev perplexity, read and batched as the runs' dev evaluation reads it."""
+    """START's dev perplexity, read and batched as the runs' dev evaluation (CONFIG's
+    settings) reads it."""
     if not cache.exists():
+        config = PretrainConfig.from_file(CONFIG)
         job = PerplexityJob.prepare(str(start), [str(data / "lm_en" / "enwiki_core.valid.txt.xz")],
-                                    lang="en", skip_pattern="^= .* =$", max_tokens=30000,
-                                    rows=64, window=20, output=cache)
+                                    lang=config.lang, skip_pattern=config.skip_pattern,
+                                    max_tokens=config.dev_max_tokens, rows=config.batch_size,
+                                    window=config.window, output=cache)
         job.write(job.measure())
     return float(json.loads(cache.read_text(encoding="utf-8"))["dev_ppl"])
 

@@ -26,9 +26,8 @@ def widen_lstm(bilm: BiLM, lstm_dim: int, *, seed: int = 0) -> BiLM:
     if isinstance(lstm_dim, bool) or not isinstance(lstm_dim, int) or lstm_dim <= old_dim:
         raise ElmoError(Errors.E277.format(given=lstm_dim, have=old_dim))
     wide = BiLM(bilm.options.replace(lstm_dim=lstm_dim))
-    old_state = bilm.state_dict()
-    wide.load_state_dict({k: v for k, v in old_state.items() if not k.startswith("lstm.")},
-                         strict=False)
+    wide.load_state_dict({k: v for k, v in bilm.state_dict().items()
+                          if not k.startswith("lstm.")}, strict=False)
     generator = torch.Generator().manual_seed(seed)
     for old, new in zip(bilm.lstm.layers, wide.lstm.layers, strict=True):
         _widen_layer(cast(ProjectedLSTMLayer, old), cast(ProjectedLSTMLayer, new), generator)
@@ -42,15 +41,12 @@ def _widen_layer(old: ProjectedLSTMLayer, new: ProjectedLSTMLayer,
     H, wide_h = old.w_proj.shape[1], new.w_proj.shape[1]
     bound = (6.0 / (new.input_dim + new.w_hidden.shape[1] + 4 * wide_h)) ** 0.5
     with torch.no_grad():
-        for name in ("w_input", "w_hidden"):
-            target = getattr(new, name)
-            target.uniform_(-bound, bound, generator=generator)
-            source = getattr(old, name)
-            for gate in range(4):
-                target[..., gate * wide_h: gate * wide_h + H] = (
-                    source[..., gate * H: (gate + 1) * H])
+        new.w_input.uniform_(-bound, bound, generator=generator)
+        new.w_hidden.uniform_(-bound, bound, generator=generator)
         new.bias.zero_()
-        for gate in range(4):
-            new.bias[:, gate * wide_h: gate * wide_h + H] = old.bias[:, gate * H:(gate + 1) * H]
+        for name in ("w_input", "w_hidden", "bias"):  # last axis: 4 gates of H cells
+            source, target = getattr(old, name), getattr(new, name)
+            gates = target.view(*target.shape[:-1], 4, wide_h)
+            gates[..., :H] = source.view(*source.shape[:-1], 4, H)
         new.w_proj.zero_()
         new.w_proj[:, :H] = old.w_proj

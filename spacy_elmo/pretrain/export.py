@@ -17,6 +17,7 @@ import torch
 
 from ..bilm import finite
 from ..bilm.lm import BiLanguageModel
+from ..bilm.model import BiLM
 from ..bilm.weights import save_bilm, write_hdf5
 from ..errors import ElmoError, Errors, damaged
 from ..files import PathLike, names
@@ -79,17 +80,24 @@ def export_model(model: BiLanguageModel, vocab: List[str], directory: PathLike, 
     if directory.exists() and not directory.is_dir():
         raise ElmoError(Errors.E028.format(path=directory, what="the export's files go in it"))
     check_finite(model, f"an export to '{directory}'")
+    softmax = Softmax(Vocab(vocab), model.softmax.weight.detach().cpu().numpy(),
+                      model.softmax.bias.detach().cpu().numpy())
     with atomic_directory(directory) as tmp:
-        save_bilm(model.bilm, tmp)
-        Vocab(vocab).to_file(tmp / names.VOCAB_NAME)
-        write_hdf5(tmp / names.SOFTMAX_NAME, {
-            "softmax/W": model.softmax.weight.detach().cpu().numpy(),
-            "softmax/b": model.softmax.bias.detach().cpu().numpy(),
-        })
+        write_export(tmp, model.bilm, softmax)
         if info is not None:
             write_json(tmp / names.SNAPSHOT_INFO, info)
     return {"options": directory / names.OPTIONS_NAME, "weights": directory / names.WEIGHTS_NAME,
             "vocab": directory / names.VOCAB_NAME, "softmax": directory / names.SOFTMAX_NAME}
+
+
+def write_export(directory: Path, bilm: BiLM, softmax: Optional[Softmax]) -> None:
+    """The export's files in `directory` (the biLM's options and weights, and the softmax
+    and vocabulary when given); callers write into an `atomic_directory`."""
+    save_bilm(bilm, directory)
+    if softmax is not None:
+        softmax.vocab.to_file(directory / names.VOCAB_NAME)
+        write_hdf5(directory / names.SOFTMAX_NAME, {"softmax/W": softmax.weight,
+                                                    "softmax/b": softmax.bias})
 
 
 def check_finite(model: torch.nn.Module, what: str) -> None:

@@ -13,12 +13,12 @@ import torch
 from ..bilm.chars import batch_to_ids
 from ..bilm.model import BiLM
 from ..bilm.sources import bundled, locate
-from ..bilm.weights import load_files, save_bilm, write_hdf5
+from ..bilm.weights import load_files
 from ..bilm.widen import widen_lstm
 from ..errors import ElmoError, Errors
-from ..files import PathLike, names
+from ..files import PathLike
 from ..files.atomic import atomic_directory
-from .export import check_export_target, read_softmax
+from .export import check_export_target, read_softmax, write_export
 
 # what the outputs are compared on: words, punctuation, odd Unicode and a long token
 CHECK_SENTENCES: List[List[str]] = [
@@ -56,14 +56,9 @@ def widen(source: Optional[PathLike], output: PathLike, lstm_dim: int, *,
     diff, limit = output_difference(bilm, wide)
     if not diff <= limit:
         raise ElmoError(Errors.E278.format(diff=diff, limit=limit, output=directory))
-    softmax = (read_softmax(files.weights, bilm.options.projection_dim)
-               if files.format == "allennlp" else None)
+    softmax = read_softmax(files.weights, bilm.options.projection_dim)
     with atomic_directory(directory) as tmp:
-        save_bilm(wide, tmp)
-        if softmax is not None:
-            softmax.vocab.to_file(tmp / names.VOCAB_NAME)
-            write_hdf5(tmp / names.SOFTMAX_NAME, {"softmax/W": softmax.weight,
-                                                  "softmax/b": softmax.bias})
+        write_export(tmp, wide, softmax)
     return Widened(directory, bilm.options.lstm_dim, lstm_dim, diff, softmax is not None)
 
 
