@@ -2,6 +2,7 @@
 something odd (a directory at `.lock`): a catalogue error in one line, never a traceback,
 and nothing changed."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,22 @@ from spacy_elmo.pretrain.trainer import train
 from .conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
+DRIVER = """
+import json, sys, traceback
+from spacy_elmo.cli import app
+for i, args in enumerate(json.loads(sys.argv[1])):
+    print(f"=== {i}", flush=True)
+    try:
+        app(args, prog_name="spacy-elmo")
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 99
+    sys.stderr.flush()
+    print(f"rc={code}", flush=True)
+"""
 
 
 def _read_only_runner(directories):
@@ -70,10 +87,12 @@ def test_read_only_and_odd_run_directories_are_one_line_errors(run, tmp_path):
         (["export", odd, odd / "model", "--overwrite"], "E170", "must be a file"),
     ]
     before = {p: p.stat().st_mtime_ns for d in (ro_run, odd) for p in d.rglob("*")}
-    script = "".join(
-        f"echo '=== {i}'; '{sys.executable}' -m spacy_elmo "
-        + " ".join(f"'{a}'" for a in map(str, args)) + " 2>&1; echo \"rc=$?\"; "
-        for i, (args, _, _) in enumerate(cases))
+    # one Python runs every command in turn (each is its own process's worth of startup
+    # otherwise), printing a marker, what the command wrote and its exit status
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER, encoding="utf-8")
+    argv = json.dumps([[str(a) for a in args] for args, _, _ in cases])
+    script = f"'{sys.executable}' -u '{driver}' '{argv}' 2>&1"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     done = subprocess.run(["unshare", "-m", "sh", "-c", prefix + script] if prefix
                           else ["sh", "-c", script], capture_output=True, text=True,
