@@ -9,6 +9,9 @@ import typer
 from wasabi import Printer
 
 app = typer.Typer(name="spacy-elmo", no_args_is_help=True, add_completion=False,
+                  # click's plain help: no markup language reads the texts (rich markup ate
+                  # `[serve]`, markdown `<S>`), and paragraphs are re-flowed to the terminal
+                  rich_markup_mode=None,
                   help="ELMo for spaCy: embed text, inspect, pretrain and export biLMs.")
 _stderr = Printer(no_print=True)
 WEIGHTS_HELP = ("weights.hdf5, a directory with weights.hdf5 and options.json, an "

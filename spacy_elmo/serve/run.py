@@ -4,7 +4,8 @@ On the first signal the server stops accepting connections, the batcher refuses 
 requests (E216, HTTP 503) and runs those already waiting; requests still waiting after
 `shutdown_timeout` seconds are refused, never cut off: every request gets a whole answer.
 uvicorn then waits for the connections to finish (up to `shutdown_timeout` + 10 s) and ends
-the app. A second Ctrl-C stops at once.
+the app. A second Ctrl-C stops at once. A stop signal ignored when the server started (SIGINT under
+`nohup` or `cmd &` in a script) stays ignored.
 """
 
 from __future__ import annotations
@@ -62,7 +63,10 @@ class _Server(uvicorn.Server):
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        # a signal ignored when the process started stays ignored (`nohup`, `cmd &` in a
+        # script), as the Unix convention and Python's own SIGINT handling have it
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS
+                    if signal.getsignal(sig) is not signal.SIG_IGN}
         try:
             yield
         finally:

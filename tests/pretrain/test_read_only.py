@@ -16,21 +16,19 @@ from spacy_elmo.pretrain.trainer import train
 from .conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
+# runs every command of the JSON file argv[1] in one Python, as the other CLI tests do
+# (CliRunner), printing a marker, what the command wrote (stdout and stderr), any traceback
+# and the exit status
 DRIVER = """
 import json, sys, traceback
+from typer.testing import CliRunner
 from spacy_elmo.cli import app
-for i, args in enumerate(json.loads(sys.argv[1])):
-    print(f"=== {i}", flush=True)
-    try:
-        app(args, prog_name="spacy-elmo")
-        code = 0
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 99
-    sys.stderr.flush()
-    print(f"rc={code}", flush=True)
+for i, args in enumerate(json.load(open(sys.argv[1], encoding="utf-8"))):
+    result = CliRunner().invoke(app, args)
+    print(f"=== {i}", result.output)
+    if result.exc_info and not isinstance(result.exception, SystemExit):
+        traceback.print_exception(*result.exc_info, file=sys.stdout)
+    print(f"rc={result.exit_code}")
 """
 
 
@@ -87,12 +85,11 @@ def test_read_only_and_odd_run_directories_are_one_line_errors(run, tmp_path):
         (["export", odd, odd / "model", "--overwrite"], "E170", "must be a file"),
     ]
     before = {p: p.stat().st_mtime_ns for d in (ro_run, odd) for p in d.rglob("*")}
-    # one Python runs every command in turn (each is its own process's worth of startup
-    # otherwise), printing a marker, what the command wrote and its exit status
-    driver = tmp_path / "driver.py"
+    driver, commands = tmp_path / "driver.py", tmp_path / "commands.json"
     driver.write_text(DRIVER, encoding="utf-8")
-    argv = json.dumps([[str(a) for a in args] for args, _, _ in cases])
-    script = f"'{sys.executable}' -u '{driver}' '{argv}' 2>&1"
+    commands.write_text(json.dumps([[str(a) for a in args] for args, _, _ in cases]),
+                        encoding="utf-8")
+    script = f"'{sys.executable}' '{driver}' '{commands}' 2>&1"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     done = subprocess.run(["unshare", "-m", "sh", "-c", prefix + script] if prefix
                           else ["sh", "-c", script], capture_output=True, text=True,

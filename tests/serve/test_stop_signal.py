@@ -66,3 +66,20 @@ def test_a_signal_before_the_loop_runs_stops_the_batcher():
     assert batcher.stopping and server.stopped_by == signal.SIGINT
     server.handle_exit(signal.SIGINT, None)  # a second signal: stop at once, keep the first
     assert server.force_exit and server.stopped_by == signal.SIGINT
+
+
+def test_a_stop_signal_ignored_at_start_stays_ignored():
+    """`nohup spacy-elmo serve` or `spacy-elmo serve &` in a script inherits SIGINT ignored:
+    the server keeps it so (SIGTERM still stops it), as Python itself does."""
+    server = make_server(Batcher(lambda kind, payloads: payloads))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with server.capture_signals():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == server.handle_exit
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with server.capture_signals():  # not ignored: Ctrl-C stops the server
+            assert signal.getsignal(signal.SIGINT) == server.handle_exit
+    finally:
+        signal.signal(signal.SIGINT, previous)
