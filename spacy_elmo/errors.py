@@ -355,10 +355,12 @@ class Errors(metaclass=Catalogue):
     E153 = ("--shard must be i/N with 0 <= i < N (e.g. 0/4 for the first of four), not "
             "{value!r}.")
     E154 = ("Sharded embed needs INPUT as a file that every shard can read, but '{input}' is "
-            "standard input or a pipe (and --stateful reads lines in order): write it to a "
-            "file first, or run without --shard.")
+            "standard input or a pipe: write it to a file first, or run without --shard.")
     E155 = ("'{path}' {why}. Pass --overwrite to make this shard again, or choose another "
             "OUTPUT.")
+    E156 = ("--stateful and --shard do not go together: a stateful biLM carries its state from "
+            "each line to the next, so a shard could not start in the middle of the file. Run "
+            "the stateful embed unsharded, or shard without --stateful.")
     # Threads (E160-E164)
     E160 = ("Unknown mode {mode!r} for running the LSTM directions concurrently; choose one "
             "of: {known} (\"auto\": on CPU when torch has two or more threads).")
@@ -526,6 +528,23 @@ class Errors(metaclass=Catalogue):
             "{limit:.3g} expected from float rounding), so nothing was written to '{output}'. "
             "The source's weights may hold very large values: check them with `spacy-elmo "
             "info`.")
+    E279 = ("--lstm-dim {given:,} would make a biLM of {params:,} parameters, about {need} of "
+            "memory to build and check, more than the {have} available: give a smaller "
+            "--lstm-dim (the published biLMs have 4,096 cells a layer).")
+    # The HTTP server's connections (E280-E289)
+    E280 = ("The largest request this server takes ({largest:,} tokens: --max-tokens {tokens:,} "
+            "and <S> and </S> of each of --max-sentences {sentences:,}) does not fit in one "
+            "batch of --max-batch-tokens {batch:,}: raise --max-batch-tokens, or lower "
+            "--max-tokens or --max-sentences.")
+    E281 = ("The server has {open:,} connections open, its limit (--max-connections {limit:,}): "
+            "this one is closed. Send the request again in a moment, or to another worker; "
+            "reuse connections (keep-alive) instead of opening one a request.")
+    E282 = ("The request's {what} did not arrive within {seconds:g} s ({flag}): the connection "
+            "is closed. Send whole requests without pausing.")
+    E283 = ("Binary answers (Accept: {media}) hold vectors only, not the tokens spaCy made of "
+            "`texts`, so they could not be lined up with words. Send `sentences` (tokens) for a "
+            "binary answer, or accept application/json, whose answer to `texts` gives the "
+            "tokens.")
 
 
 class Warnings(metaclass=Catalogue):
@@ -600,6 +619,14 @@ class Warnings(metaclass=Catalogue):
             "{timeout} s were refused (HTTP 503); those in the biLM were answered.")
     W032 = ("A batch of {n} requests failed in the model ({err}); each was run again on its "
             "own, so only the request that fails alone gets an error (HTTP 500).")
+    W033 = ("Refused {n:,} connection(s) (HTTP 503, E281) in the last {seconds:g} s: {open:,} "
+            "open, the limit (--max-connections {limit:,}).")
+    W034 = ("Closed {n:,} connection(s) in the last {seconds:g} s whose client read nothing of "
+            "its answer for {timeout:g} s (--send-timeout): the answers were dropped.")
     # Layer probes (W035-W039)
     W035 = ("{n} {split} token(s) have {tagset} tags that the training file never has "
             "({tags}): the probe counts them wrong.")
+    # The HTTP server's connections (W040-W044)
+    W040 = ("--max-connections {asked:,} lowered to {allowed:,}: this process may open {files:,} "
+            "files (ulimit -n), and {reserve} are kept for the model and the log. Raise the "
+            "limit (ulimit -n, or LimitNOFILE= in a systemd unit) to allow more.")

@@ -111,6 +111,16 @@ def test_similarity_demo_says_whether_the_senses_separate(tiny_weights_dir, caps
         assert all(f"cosine similarity of {word}" in out for word in words)
         assert out.count("every same-sense pair closer than every other-sense pair?") == len(words)
         assert out.count(": yes (") + out.count(": no (") == 4 * len(words)  # mix, 3 layers
+        # a random biLM separates nothing: one line says why and what to load instead
+        lines = [line for line in out.splitlines() if line.startswith("A 'no' above")]
+        assert len(lines) == 1 and "does not separate these senses" in lines[0]
+        assert "pretrained on CPUs" not in lines[0]  # weights given: not the bundled biLM
+
+
+def test_similarity_demo_names_the_bundled_biLM_and_a_published_one():
+    line = similarity_demo.why_not_separated(True, "en")
+    assert "small bundled biLM" in line and "allennlp/original" in line
+    assert "ELMoForManyLangs" in similarity_demo.why_not_separated(True, "zh")
 
 
 def test_similarity_demo_finds_a_word_of_several_tokens():

@@ -114,11 +114,27 @@ def compare_senses(nlp: Language) -> None:
                                  f"{sorted(DEMOS)}")
     elmo = nlp.get_pipe("elmo")
     elmo.cfg["store_layers"] = True  # type: ignore[attr-defined]
-    for word, sentences in DEMOS[nlp.lang]:
-        compare_word(nlp, word, sentences)
+    separated = [compare_word(nlp, word, sentences) for word, sentences in DEMOS[nlp.lang]]
+    if not all(separated):
+        bundled = elmo.source.weights is None  # type: ignore[attr-defined]
+        typer.echo(why_not_separated(bundled, nlp.lang))
 
 
-def compare_word(nlp: Language, word: str, sentences: List[Tuple[str, str]]) -> None:
+def why_not_separated(bundled: bool, lang: str) -> str:
+    """The line that says why a view answered "no", and what to try instead."""
+    which = ("the small bundled biLM, pretrained on CPUs, does not separate these "
+             "senses yet" if bundled else "this biLM does not separate these senses")
+    fix = ("a published biLM, trained on a billion words, is the one to compare: "
+           "python scripts/similarity_demo.py allennlp/original (downloaded once)"
+           if lang == "en" else "a larger biLM, e.g. an ELMoForManyLangs model directory: "
+           "python scripts/similarity_demo.py PATH --lang zh")
+    return (f"A 'no' above: {which} (docs/models.md, 'Word senses'); {fix}. The token layer "
+            "alone is the same vector in every sentence, so it can never separate them.")
+
+
+def compare_word(nlp: Language, word: str, sentences: List[Tuple[str, str]]) -> bool:
+    """Print the cosines of `word` across `sentences` and each view's verdict; whether every
+    contextual view (the mix, each LSTM layer) separates the senses."""
     vecs, layers = [], []
     for _, text in sentences:
         doc = nlp(text)
@@ -143,11 +159,13 @@ def compare_word(nlp: Language, word: str, sentences: List[Tuple[str, str]]) -> 
     views = [("ELMo mix", vecs)] + [(f"layer {k}", [v[k] for v in layers])
                                     for k in range(len(layers[0]))]
     senses = [sense for sense, _ in sentences]
+    verdicts = []
     for name, vectors in views:
         same_min, other_max = separation(vectors, senses)
-        verdict = "yes" if same_min > other_max else "no"
-        typer.echo(f"  {name}: {verdict} (closest other-sense pair {other_max:.3f}, "
-                   f"farthest same-sense pair {same_min:.3f})")
+        verdicts.append(same_min > other_max)
+        typer.echo(f"  {name}: {'yes' if verdicts[-1] else 'no'} (closest other-sense pair "
+                   f"{other_max:.3f}, farthest same-sense pair {same_min:.3f})")
+    return all(verdicts[:1] + verdicts[2:])  # the mix and the LSTM layers (not layer 0)
 
 
 def separation(vectors: List[np.ndarray], senses: List[str]) -> Tuple[float, float]:

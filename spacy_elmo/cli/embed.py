@@ -134,7 +134,9 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
                "--threads": thread_count(optional=True)},
               Errors.E020)
     part = parse_shard(shard) if shard is not None else shard_from_env()
-    if part is not None and (stateful or str(input_path) == STDIN):
+    if part is not None and stateful:
+        raise ElmoError(Errors.E156)
+    if part is not None and str(input_path) == STDIN:
         raise ElmoError(Errors.E154.format(input=input_path))
     if part is not None and gpu_id >= 0 and "LOCAL_RANK" in os.environ:
         gpu_id = int(os.environ["LOCAL_RANK"])  # one GPU per rank on each machine

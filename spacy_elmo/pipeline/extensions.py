@@ -101,10 +101,14 @@ def _vector_norm(obj: Union[Doc, Span, Token]) -> float:
 
 
 def install_vector_hooks(doc: Doc) -> None:
-    """Make `.vector`, `.vector_norm`, `.has_vector` and `.similarity()` use ELMo vectors."""
+    """Make `.vector`, `.vector_norm`, `.has_vector` and `.similarity()` use ELMo vectors.
+
+    Spans get no `vector_norm` hook: spaCy (3.8) answers `Span.vector_norm` with the
+    `vector` hook whenever a `vector_norm` hook exists, and without one computes the norm
+    of `Span.vector`, which is the ELMo vector through the `vector` hook."""
     doc.user_hooks.update({"vector": doc_elmo_mean, "has_vector": _has,
                            "vector_norm": _vector_norm, "similarity": _similarity})
     doc.user_span_hooks.update({"vector": _span_vector, "has_vector": _has,
-                                "vector_norm": _vector_norm, "similarity": _similarity})
+                                "similarity": _similarity})
     doc.user_token_hooks.update({"vector": _token_vector, "has_vector": _has,
                                  "vector_norm": _vector_norm, "similarity": _similarity})

@@ -69,12 +69,12 @@ def check_memory(config: PretrainConfig, device: torch.device) -> None:
             continue
         if need > have:
             raise ElmoError(Errors.E171.format(
-                what=what, need=_size(need), have=_size(have), detail=detail,
+                what=what, need=human_size(need), have=human_size(have), detail=detail,
                 fix="Lower --batch-size, --window or --shuffle-buffer"))
         if 2 * need > have:
-            warn(Warnings.W027.format(what=what, need=_size(need), have=_size(have),
+            warn(Warnings.W027.format(what=what, need=human_size(need), have=human_size(have),
                                       detail=detail), stacklevel=2)
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     return f"{n / 2**30:,.1f} GB" if n >= 2**30 else f"{n / 2**20:,.0f} MB"

@@ -19,6 +19,7 @@ from ..errors import ElmoError, Errors
 from ..files import PathLike
 from ..files.atomic import atomic_directory
 from .export import check_export_target, read_softmax, write_export
+from .memory import available_memory, human_size
 
 # what the outputs are compared on: words, punctuation, odd Unicode and a long token
 CHECK_SENTENCES: List[List[str]] = [
@@ -52,6 +53,7 @@ def widen(source: Optional[PathLike], output: PathLike, lstm_dim: int, *,
     files = locate(source, options, lang=lang)
     check_export_target(directory, files.weights, overwrite=overwrite)
     bilm = load_files(files)
+    check_memory(bilm, lstm_dim)
     wide = widen_lstm(bilm, lstm_dim, seed=seed)
     diff, limit = output_difference(bilm, wide)
     if not diff <= limit:
@@ -60,6 +62,24 @@ def widen(source: Optional[PathLike], output: PathLike, lstm_dim: int, *,
     with atomic_directory(directory) as tmp:
         write_export(tmp, wide, softmax)
     return Widened(directory, bilm.options.lstm_dim, lstm_dim, diff, softmax is not None)
+
+
+def check_memory(bilm: BiLM, lstm_dim: int) -> None:
+    """E279 when the widened biLM cannot be built and checked in the memory available:
+    its weights, their copy from the source, and the check's activations (about three
+    times the weights). An `lstm_dim` that is no wider is left to `widen_lstm` (E277)."""
+    options = bilm.options
+    if isinstance(lstm_dim, bool) or not isinstance(lstm_dim, int) or (
+            lstm_dim <= options.lstm_dim):
+        return
+    # each layer and direction: gates (4H) over input and projection (P each), biases, and
+    # the projection (H x P); the rest of the biLM is unchanged
+    lstm = lambda h: 2 * options.n_layers * h * (9 * options.projection_dim + 4)  # noqa: E731
+    params = sum(p.numel() for p in bilm.parameters()) + lstm(lstm_dim) - lstm(options.lstm_dim)
+    need, have = 3 * 4 * params, available_memory()
+    if have is not None and need > have:
+        raise ElmoError(Errors.E279.format(given=lstm_dim, params=params, need=human_size(need),
+                                           have=human_size(have)))
 
 
 def output_difference(bilm: BiLM, wide: BiLM) -> tuple[float, float]:

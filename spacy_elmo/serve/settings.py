@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict
 
 from ..bilm.windows import MAX_BATCH_TOKENS
-from ..errors import Errors
+from ..errors import ElmoError, Errors
 from ..validation import Rule, check_all, choice, integer, is_int, number
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -44,11 +44,30 @@ class Batching:
 
 
 @dataclass(frozen=True)
+class Connections:
+    """What one client may hold of the server, and for how long: at most `max_connections`
+    open at once (more are answered 503 and closed, E277); a request's headers within
+    `header_timeout` seconds of the connection's start or its previous answer, and its body
+    within `body_timeout` seconds (else 408, E278); `keep_alive_timeout` idle seconds between
+    requests; an answer the client reads nothing of for `send_timeout` seconds is dropped
+    with its connection (W036). At most `max_answers_in_flight` requests hold a place from
+    the model to the end of their answer's sending; more wait for one."""
+
+    max_connections: int = 512
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keep_alive_timeout: float = 5.0
+    send_timeout: float = 30.0
+    max_answers_in_flight: int = 64
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     limits: Limits = Limits()
     batching: Batching = Batching()
+    connections: Connections = Connections()
     # after SIGTERM/Ctrl-C, requests still waiting this long are refused (HTTP 503)
     shutdown_timeout: float = 30.0
     access_log: bool = True
@@ -64,15 +83,34 @@ class ServeSettings:
                   "--max-json-values": self.limits.max_json_values,
                   "--max-wait-ms": self.batching.max_wait_ms,
                   "--max-batch-tokens": self.batching.max_batch_tokens,
-                  "--max-queue": self.batching.max_queue}
+                  "--max-queue": self.batching.max_queue,
+                  "--max-connections": self.connections.max_connections,
+                  "--header-timeout": self.connections.header_timeout,
+                  "--body-timeout": self.connections.body_timeout,
+                  "--keep-alive-timeout": self.connections.keep_alive_timeout,
+                  "--send-timeout": self.connections.send_timeout,
+                  "--max-answers-in-flight": self.connections.max_answers_in_flight}
+        seconds = number(0.001, 3600)
         rules = {"--port": PORT, "--log-level": choice(LOG_LEVELS), "--shutdown-timeout": number(0),
                  "--max-request-bytes": integer(1), "--max-sentences": integer(1),
                  "--max-tokens": integer(1), "--max-json-values": integer(1),
                  "--max-wait-ms": number(0, 60_000),
-                 "--max-batch-tokens": integer(1), "--max-queue": integer(1)}
+                 "--max-batch-tokens": integer(1), "--max-queue": integer(1),
+                 "--max-connections": integer(1), "--header-timeout": seconds,
+                 "--body-timeout": seconds, "--keep-alive-timeout": seconds,
+                 "--send-timeout": seconds, "--max-answers-in-flight": integer(1)}
         check_all(values, rules, Errors.E020)
+        # a batch never holds more tokens than --max-batch-tokens: the largest request
+        # (its tokens, and <S> and </S> of each sentence) must fit in one
+        largest = self.limits.max_tokens + 2 * self.limits.max_sentences
+        if largest > self.batching.max_batch_tokens:
+            raise ElmoError(Errors.E280.format(largest=largest,
+                                               tokens=self.limits.max_tokens,
+                                               sentences=self.limits.max_sentences,
+                                               batch=self.batching.max_batch_tokens))
 
     def describe(self) -> Dict[str, Any]:
         """The limits and batching settings, as /v1/info shows them."""
         return {"limits": asdict(self.limits), "batching": asdict(self.batching),
+                "connections": asdict(self.connections),
                 "shutdown_timeout_s": self.shutdown_timeout}

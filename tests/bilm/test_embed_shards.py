@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -87,10 +88,18 @@ def test_a_bad_shard_is_refused(tmp_path, tiny_weights_dir, value):
         _embed(_input(tmp_path), tmp_path / "o.h5", tiny_weights_dir, shard=value)
 
 
-def test_shards_need_a_file_read_in_any_order(tmp_path, tiny_weights_dir):
-    with pytest.raises(ElmoError, match=r"\[E154\]"):
+def test_a_stateful_embed_is_not_sharded(tmp_path, tiny_weights_dir):
+    """A regular file with --stateful: the message names the two flags, not a pipe."""
+    with pytest.raises(ElmoError, match=r"\[E156\] --stateful and --shard") as caught:
         _embed(_input(tmp_path), tmp_path / "o.h5", tiny_weights_dir, shard="0/2",
                stateful=True)
+    assert "pipe" not in str(caught.value)
+    assert not list(tmp_path.glob("o.h5*"))
+
+
+def test_shards_need_a_file_every_shard_can_read(tmp_path, tiny_weights_dir):
+    with pytest.raises(ElmoError, match=r"\[E154\]"):
+        _embed(Path("-"), tmp_path / "o.h5", tiny_weights_dir, shard="0/2")
     assert not list(tmp_path.glob("o.h5*"))
 
 

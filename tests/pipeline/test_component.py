@@ -62,6 +62,22 @@ def test_vector_hooks_and_similarity(nlp_elmo):
         float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), rel=1e-5)
 
 
+def test_every_vector_norm_is_the_norm_of_its_vector(nlp_elmo):
+    """Doc, Span and Token norms are floats, the L2 norm of `.vector` (spaCy 3.8's
+    Span.vector_norm answers with the `vector` span hook whenever a `vector_norm` span hook
+    exists: the span's vector, not its norm)."""
+    doc = nlp_elmo("The bank raised its rates today .")
+    for obj in (doc, doc[1:4], doc[0:1], doc[1]):
+        norm = obj.vector_norm
+        assert np.ndim(norm) == 0, type(obj).__name__
+        assert float(norm) == pytest.approx(float(np.linalg.norm(obj.vector)), rel=1e-5)
+        assert bool(norm)
+        unit = obj.vector / norm
+        assert float(np.linalg.norm(unit)) == pytest.approx(1.0, rel=1e-5)
+    assert float(doc[1:4].vector_norm) == pytest.approx(
+        float(np.linalg.norm(doc._.elmo[1:4].mean(0))), rel=1e-5)
+
+
 def test_hooks_off_and_layers_off(weights_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"weights": str(weights_dir), "set_vector_hooks": False,

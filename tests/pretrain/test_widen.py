@@ -107,6 +107,27 @@ def test_cli_refuses_a_size_that_does_not_widen(export_dir, tmp_path, args, code
     assert not out.exists()
 
 
+def test_a_size_beyond_memory_is_one_line_before_anything_is_built(export_dir, tmp_path):
+    """2,000,000,000 cells: E279 with the need and what is available, no traceback, no
+    allocation tried, nothing written."""
+    out = tmp_path / "wide"
+    result = CliRunner().invoke(app, ["widen", str(out), "--weights", str(export_dir),
+                                      "--lstm-dim", "2000000000"])
+    assert result.exit_code == 1, result.output
+    assert "[E279] --lstm-dim 2,000,000,000 would make a biLM of" in result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_the_memory_check_counts_the_widened_parameters(export_dir, monkeypatch):
+    """The count E279 gives is the widened biLM's own."""
+    bilm = load_bilm(export_dir)
+    wide = widen_module.widen_lstm(bilm, bilm.options.lstm_dim + 8)
+    monkeypatch.setattr(widen_module, "available_memory", lambda: 1)
+    with pytest.raises(ElmoError, match=r"\[E279\]") as caught:
+        widen_module.check_memory(bilm, bilm.options.lstm_dim + 8)
+    assert f"{sum(p.numel() for p in wide.parameters()):,} parameters" in str(caught.value)
+
+
 def test_a_missing_source_is_named(tmp_path):
     result = CliRunner().invoke(app, ["widen", str(tmp_path / "o"), "--weights",
                                       str(tmp_path / "nothing"), "--lstm-dim", "32"])
