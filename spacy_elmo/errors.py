@@ -630,3 +630,6 @@ class Warnings(metaclass=Catalogue):
     W040 = ("--max-connections {asked:,} lowered to {allowed:,}: this process may open {files:,} "
             "files (ulimit -n), and {reserve} are kept for the model and the log. Raise the "
             "limit (ulimit -n, or LimitNOFILE= in a systemd unit) to allow more.")
+    W041 = ("Accepting no connections for a second ({n:,} time(s) in the last {seconds:g} s): "
+            "{open:,} are open, past --max-connections {limit:,} and the refusals being "
+            "closed; new clients wait in the listen queue.")

@@ -14,7 +14,7 @@ import typer
 from wasabi import msg
 
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..serve.settings import LOCAL_HOSTS, Batching, Limits, ServeSettings
+from ..serve.settings import LOCAL_HOSTS, Batching, Connections, Limits, ServeSettings
 from ..validation import check_all, thread_count
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
 from .embed import select_device
@@ -65,6 +65,26 @@ def serve_cli(
     max_json_values: int = typer.Option(Limits.max_json_values, "--max-json-values", help=(
         "Most numbers a JSON answer holds (binary answers: no limit); larger ones get HTTP "
         "413.")),
+    max_connections: int = typer.Option(Connections.max_connections, "--max-connections",
+                                        help=("Connections open at once; more get HTTP 503 "
+                                              "and are closed (lowered to what ulimit -n "
+                                              "allows).")),
+    header_timeout: float = typer.Option(Connections.header_timeout, "--header-timeout", help=(
+        "Seconds a client has to send a request's headers (from its connection or its "
+        "previous answer); then the connection is closed.")),
+    body_timeout: float = typer.Option(Connections.body_timeout, "--body-timeout", help=(
+        "Seconds a client has to send a request's body; then HTTP 408.")),
+    keep_alive_timeout: float = typer.Option(Connections.keep_alive_timeout,
+                                             "--keep-alive-timeout", help=(
+                                                 "Idle seconds a connection is kept between "
+                                                 "requests.")),
+    send_timeout: float = typer.Option(Connections.send_timeout, "--send-timeout", help=(
+        "Seconds a client may read nothing of its answer before the answer is dropped with "
+        "the connection.")),
+    max_answers_in_flight: int = typer.Option(Connections.max_answers_in_flight,
+                                              "--max-answers-in-flight", help=(
+                                                  "Requests between the model and the end of "
+                                                  "their answer's sending; more wait.")),
     shutdown_timeout: float = typer.Option(ServeSettings.shutdown_timeout, "--shutdown-timeout",
                                            help=("After SIGTERM/Ctrl-C, seconds to answer the "
                                                  "requests waiting; later ones get HTTP 503.")),
@@ -86,7 +106,12 @@ def serve_cli(
         limits=Limits(max_request_bytes=max_request_bytes, max_sentences=max_sentences,
                       max_tokens=max_tokens, max_json_values=max_json_values),
         batching=Batching(max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens,
-                          enabled=batching, max_queue=max_queue))
+                          enabled=batching, max_queue=max_queue),
+        connections=Connections(max_connections=max_connections, header_timeout=header_timeout,
+                                body_timeout=body_timeout,
+                                keep_alive_timeout=keep_alive_timeout,
+                                send_timeout=send_timeout,
+                                max_answers_in_flight=max_answers_in_flight))
     try:
         settings.check()
         check_all({"--threads": threads}, {"--threads": thread_count(optional=True)},

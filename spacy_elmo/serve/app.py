@@ -26,6 +26,7 @@ from .. import __version__
 from ..errors import ElmoError, Errors, first_line
 from . import answers
 from .batcher import Batcher
+from .connections import Guard
 from .inputs import ClientError, check_content_type, check_declared_length, embed_job, parse_job
 from .schemas import (
     EmbedRequest,
@@ -44,14 +45,107 @@ GONE = 499  # the client left: the status is logged, never sent
 ERRORS: Dict[Any, Dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text} for status, text in (
         (400, "Not UTF-8, or not JSON (E204, E205)"),
-        (406, "No acceptable media type (E212)"),
+        (406, "No acceptable media type (E212), or a binary answer to `texts` (E283)"),
         (413, "Over a limit: bytes, sentences or tokens (E201-E203), or numbers of a JSON "
               "answer (E271)"),
         (415, "Not declared as JSON (E213)"),
         (422, "Valid JSON that the endpoint cannot take (E206-E211)"),
         (500, "The model failed on this request (E217)"),
+        (408, "The request's body did not arrive in time (E282)"),
         (503, "Stopping, too many requests waiting, or the model's thread ended (E209, E216, "
               "E275)"))}
+
+
+class Places:
+    """Room for `n` requests from the model to the end of their answer's sending: a client
+    that reads its answer slowly (or never, until --send-timeout) holds one, so the
+    answers held in memory are bounded; more requests wait for a place."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._free: Optional[asyncio.Semaphore] = None  # made on the server's loop
+        self.held = 0
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[Place]:
+        """A place, given back on leaving unless an Answer has taken it over (then the
+        answer gives it back once sent)."""
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.n)
+        await self._free.acquire()
+        self.held += 1
+        place = Place(self)
+        try:
+            yield place
+        finally:
+            if not place.handed_over:
+                place.release()
+
+
+class Place:
+    def __init__(self, places: Places) -> None:
+        self._places = places
+        self.handed_over = False
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._places.held -= 1
+            assert self._places._free is not None
+            self._places._free.release()
+
+
+class Answer(Response):
+    """A response written in CHUNK-byte parts, so that a slow reader's answer waits here, not
+    copied whole into the socket's buffer, and that gives its Place back once written (or
+    its client gone)."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, content: bytes, place: Place, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        place.handed_over = True
+        self._place = place
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for start in range(0, max(len(body), 1), self.CHUNK):
+                end = start + self.CHUNK
+                await send({"type": "http.response.body", "body": bytes(body[start:end]),
+                            "more_body": end < len(body)})
+        finally:
+            self._place.release()
+
+
+class StopGuard:
+    """While the server stops, every answer says `Connection: close` (the client opens a new
+    connection, to another worker), and a POST that comes now gets 503 (E216) instead of
+    joining the requests being finished."""
+
+    def __init__(self, app: Any, batcher: Batcher) -> None:
+        self.app = app
+        self.batcher = batcher
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.batcher.stopping and scope["method"] == "POST":
+            await _error(ClientError(Errors.E216, 503, close=True))(scope, receive, send)
+            return
+
+        async def closing(message: Any) -> None:
+            if message["type"] == "http.response.start" and self.batcher.stopping:
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"connection" for k, _ in headers):
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, closing)
 
 
 @dataclass
@@ -59,6 +153,8 @@ class AppState:
     served: Served
     settings: ServeSettings
     batcher: Batcher
+    places: Places
+    guard: Guard  # the connections' counts (their protocol reads it under uvicorn)
 
 
 class ClientGone(Exception):
@@ -72,8 +168,11 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
     batcher = Batcher(served.run, max_wait_s=batching.max_wait_ms / 1000,
                       max_cost=batching.max_batch_tokens, enabled=batching.enabled,
                       max_queue=batching.max_queue,
-                      setup=None if threads is None else _threads_setter(threads))
-    state = AppState(served, settings, batcher)
+                      setup=None if threads is None else _threads_setter(threads),
+                      measure=served.measure)
+    state = AppState(served, settings, batcher,
+                     Places(settings.connections.max_answers_in_flight),
+                     Guard(settings.connections))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,6 +185,7 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
     app = FastAPI(title="spacy-elmo", version=__version__, lifespan=lifespan,
                   summary="ELMo vectors and ELMo pipelines over HTTP, batched across clients.")
     app.state.elmo = state
+    app.add_middleware(StopGuard, batcher=batcher)
     _add_error_handlers(app, served)
     limits = settings.limits
 
@@ -100,14 +200,17 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
         body = await _read_body(request, state)
         media = answers.negotiate(request.headers.get("accept"), answers.EMBED_TYPES)
         job = await run_in_threadpool(embed_job, body, limits, served.n_layers)
+        if media != answers.JSON and job.texts is not None:  # no place for the tokens
+            raise ClientError(Errors.E283.format(media=media), 406)
         if media == answers.JSON and job.sentences is not None:  # before the model runs
             layers = served.n_layers if job.layers == "all" else 1
             answers.check_json_values(sum(map(len, job.sentences)) * layers * served.width,
                                       limits.max_json_values)
-        result = await _outcome(request, batcher.submit("embed", job, job.cost))
-        content, headers = await run_in_threadpool(answers.embed_body, result, media,
-                                                   limits.max_json_values)
-        return Response(content, media_type=media, headers=headers)
+        async with state.places.hold() as place:
+            result = await _outcome(request, batcher.submit("embed", job, job.cost))
+            content, headers = await run_in_threadpool(answers.embed_body, result, media,
+                                                       limits.max_json_values)
+            return Answer(content, place, media_type=media, headers=headers)
 
     if "parse" in served.kinds:
         @app.post("/v1/parse", response_class=Response, summary="Run the pipeline on texts",
@@ -117,10 +220,11 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
             body = await _read_body(request, state)
             answers.negotiate(request.headers.get("accept"), answers.JSON_ONLY)
             job = await run_in_threadpool(parse_job, body, limits)
-            result = await _outcome(request, batcher.submit("parse", job, job.cost))
-            content = await run_in_threadpool(answers.parse_body, result,
-                                              limits.max_json_values)
-            return Response(content, media_type=answers.JSON)
+            async with state.places.hold() as place:
+                result = await _outcome(request, batcher.submit("parse", job, job.cost))
+                content = await run_in_threadpool(answers.parse_body, result,
+                                                  limits.max_json_values)
+                return Answer(content, place, media_type=answers.JSON)
 
     @app.get("/healthz", response_model=HealthResponse, summary="200 while serving",
              responses={503: {"model": HealthResponse,
@@ -135,7 +239,8 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
              summary="The model, its shape, precision and checksum; limits and batching")
     async def info() -> Dict[str, Any]:
         return {**served.info, "endpoints": endpoints(app), "settings": settings.describe(),
-                "stats": dict(batcher.stats)}
+                "stats": {**batcher.stats, **state.guard.counts,
+                          "answers_in_flight": state.places.held}}
 
     return app
 
@@ -170,8 +275,9 @@ async def _read_body(request: Request, state: AppState) -> bytes:
     check_content_type(request.headers.get("content-type"))
     check_declared_length(request.headers.get("content-length"), limits)
     chunks: List[bytes] = []
-    size = 0
-    try:
+
+    async def read() -> None:
+        size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limits.max_request_bytes:
@@ -179,8 +285,15 @@ async def _read_body(request: Request, state: AppState) -> bytes:
                                                      limit=limits.max_request_bytes), 413,
                                   close=True)
             chunks.append(chunk)
+
+    timeout = state.settings.connections.body_timeout
+    try:
+        await asyncio.wait_for(read(), timeout)
     except ClientDisconnect as err:
         raise ClientGone() from err
+    except asyncio.TimeoutError as err:
+        raise ClientError(Errors.E282.format(what="body", seconds=timeout,
+                                             flag="--body-timeout"), 408, close=True) from err
     return b"".join(chunks)
 
 

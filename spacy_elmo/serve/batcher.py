@@ -4,10 +4,13 @@ A request becomes a job (a kind, such as "embed", a payload and a cost in tokens
 `concurrent.futures.Future` the event loop awaits. The worker takes the first job waiting,
 then, for up to `max_wait_s`, more jobs of the same kind until the batch would pass
 `max_cost`; it hands the batch's payloads to `run`, which returns one outcome per payload (a
-result, or an exception for that job alone). Jobs that arrive while a batch runs wait, so
-under load batches fill up without any wait. A job whose client left before it started is
-cancelled and skipped. When a whole batch fails, each of its jobs runs again on its own, so
-that only the one that fails alone gets the error.
+result, or an exception for that job alone). The cost a request gives is an estimate (texts
+are not tokenized yet); the worker measures each job with `measure` before it joins a batch
+(tokenizing its texts), so a batch never holds more than `max_cost` real tokens, and a job
+whose measuring fails (too many tokens) gets that error alone. Jobs that arrive while a
+batch runs wait, so under load batches fill up without any wait. A job whose client left
+before it started is cancelled and skipped. When a whole batch fails, each of its jobs runs
+again on its own, so that only the one that fails alone gets the error.
 
 Stopping (`begin_stop`): jobs keep being taken and run for `grace_s` seconds (the server
 accepts no new connections then, so these are the requests already in flight); after that,
@@ -28,6 +31,7 @@ from ..errors import Errors, Warnings, first_line
 from .inputs import ClientError
 
 Runner = Callable[[str, List[Any]], List[Any]]
+Measure = Callable[[str, Any], int]
 log = logging.getLogger("uvicorn.error")
 
 
@@ -37,6 +41,7 @@ class Job:
     payload: Any
     cost: int
     future: Future = field(default_factory=Future)
+    measured: bool = False
 
 
 class _Signal:
@@ -54,8 +59,12 @@ Item = Union[Job, _Signal]
 class Batcher:
     def __init__(self, run: Runner, *, max_wait_s: float = 0.005, max_cost: int = 8192,
                  enabled: bool = True, max_queue: int = 1024,
-                 setup: Optional[Callable[[], None]] = None) -> None:
+                 setup: Optional[Callable[[], None]] = None,
+                 measure: Optional[Measure] = None) -> None:
         self._run = run
+        self._measure = measure
+        # told each batch's size in jobs and tokens before it runs (the metrics)
+        self.on_batch: Optional[Callable[[int, int], None]] = None
         self.max_wait_s = max_wait_s
         self.max_cost = max_cost
         self.enabled = enabled
@@ -69,7 +78,8 @@ class Batcher:
         self._thread: Optional[threading.Thread] = None
         self.failure: Optional[BaseException] = None  # what ended the worker, if anything
         self.stats: Dict[str, int] = {"requests": 0, "batches": 0, "largest_batch": 0,
-                                      "refused": 0, "cancelled": 0, "failed_batches": 0}
+                                      "largest_batch_tokens": 0, "refused": 0, "cancelled": 0,
+                                      "failed_batches": 0}
 
     # the event loop's side ------------------------------------------------------------
     def start(self) -> None:
@@ -136,7 +146,7 @@ class Batcher:
             item = self._next()
             if item is STOP:
                 break
-            if isinstance(item, Job) and self._take(item):
+            if isinstance(item, Job) and self._prepare(item) and self._start(item):
                 batch = self._collect(item)
                 try:
                     self._run_batch(batch)
@@ -170,12 +180,28 @@ class Batcher:
             return self._queue.get_nowait()
         return self._queue.get(timeout=timeout)
 
-    def _take(self, job: Job) -> bool:
-        """Whether to run `job`: not when its client left (cancelled), nor when it waited
-        past the stop's grace period (refused)."""
+    def _prepare(self, job: Job) -> bool:
+        """Whether `job` may run: not when it waited past the stop's grace period (refused),
+        when its client left (cancelled), or when measuring it fails (its error); its cost
+        is then measured (once)."""
         if self._past_grace():
             self._refuse(job)
             return False
+        if job.future.cancelled():
+            self.stats["cancelled"] += 1
+            return False
+        if self._measure is not None and not job.measured:
+            try:
+                job.cost = self._measure(job.kind, job.payload)
+            except Exception as err:  # noqa: BLE001 (this job's own error, e.g. E203)
+                if job.future.set_running_or_notify_cancel():
+                    job.future.set_exception(err)
+                return False
+            job.measured = True
+        return True
+
+    def _start(self, job: Job) -> bool:
+        """Mark `job` running; False when its client left meanwhile (cancelled)."""
         if not job.future.set_running_or_notify_cancel():
             self.stats["cancelled"] += 1
             return False
@@ -199,11 +225,15 @@ class Batcher:
                 break
             if item is WAKE:
                 continue
-            if not isinstance(item, Job) or item.kind != first.kind or (
-                    cost + item.cost > self.max_cost):
+            if not isinstance(item, Job) or item.kind != first.kind:
                 self._held = item
                 break
-            if self._take(item):
+            if not self._prepare(item):
+                continue
+            if cost + item.cost > self.max_cost:
+                self._held = item  # measured: it starts the next batch
+                break
+            if self._start(item):
                 batch.append(item)
                 cost += item.cost
         return batch
@@ -212,6 +242,10 @@ class Batcher:
         self.stats["requests"] += len(batch)
         self.stats["batches"] += 1
         self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))
+        tokens = sum(job.cost for job in batch)
+        self.stats["largest_batch_tokens"] = max(self.stats["largest_batch_tokens"], tokens)
+        if self.on_batch is not None:
+            self.on_batch(len(batch), tokens)
         kind = batch[0].kind
         try:
             outcomes = self._run(kind, [job.payload for job in batch])

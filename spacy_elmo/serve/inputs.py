@@ -50,10 +50,12 @@ class EmbedJob:
     mix_weights: Optional[List[float]] = None
     gamma: Optional[float] = None
     max_tokens: int = Limits.max_tokens  # the limit once texts are tokenized
+    tokens: Optional[List[List[str]]] = None  # the texts' tokens, once the model's thread
+    # has tokenized them (Served.measure)
 
     @property
     def cost(self) -> int:
-        """Tokens with <S> and </S> (estimated for texts: they are tokenized later)."""
+        """Tokens with <S> and </S> (estimated for texts: the batcher measures them)."""
         if self.sentences is not None:
             return sum(len(s) + 2 for s in self.sentences)
         return sum(text_cost(t, self.max_tokens) + 2 for t in self.texts or [])

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
 import threading
 from types import FrameType
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import uvicorn
 
-from ..errors import ElmoError, Errors, Warnings
+from ..errors import ElmoError, Errors, Warnings, warn
 from .app import make_app
+from .connections import FILES_RESERVED, AcceptPaused, Guard, ListeningSocket, protocol_class
+
+try:
+    import resource
+except ImportError:  # not on Windows: no file limit to read
+    resource = None  # type: ignore[assignment]
 from .batcher import Batcher
 from .served import Served
 from .settings import ServeSettings
@@ -35,17 +42,25 @@ class _Server(uvicorn.Server):
     """uvicorn's server, telling the batcher when a stop begins; the signal is kept for the
     exit status instead of being raised again once the server has stopped."""
 
-    def __init__(self, config: uvicorn.Config, batcher: Batcher, grace_s: float) -> None:
+    def __init__(self, config: uvicorn.Config, batcher: Batcher, grace_s: float,
+                 guard: Optional[Guard] = None) -> None:
         super().__init__(config)
         self.batcher = batcher
         self.grace_s = grace_s
+        self.guard = guard
         self.stopped_by: Optional[int] = None
 
     def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
         if self.stopped_by is None:
             self.stopped_by = sig
+            if self.guard is not None:
+                self.guard.stopping = True
             self._later(self.batcher.begin_stop, self.grace_s)
         super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: Optional[list] = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(_one_line_errors)
+        await super().startup(sockets=sockets)
 
     @staticmethod
     def _later(call: Callable[[float], None], grace_s: float) -> None:
@@ -88,19 +103,60 @@ def check_listen(host: str, port: int) -> None:
                                            err=err.strerror or str(err))) from err
 
 
+def _one_line_errors(loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
+    """The event loop's errors in one log line: accept() out of files (EMFILE, ENFILE,
+    ENOBUFS: asyncio retries a second later) or a connection's socket error need no
+    traceback; anything else keeps the default report."""
+    err = context.get("exception")
+    if isinstance(err, AcceptPaused):  # logged once a second by the socket itself (W041)
+        return
+    if isinstance(err, OSError):
+        log.error("%s: %s", context.get("message", "socket error"), err.strerror or err)
+        return
+    loop.default_exception_handler(context)
+
+
+def connection_limit(asked: int) -> int:
+    """--max-connections, lowered to what the process's file limit (raised to its hard limit
+    first) leaves beside FILES_RESERVED (W040)."""
+    if resource is None:
+        return asked
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    except (ValueError, OSError):
+        return asked
+    allowed = max(1, soft - FILES_RESERVED)
+    if asked > allowed:
+        warn(Warnings.W040.format(asked=asked, allowed=allowed, files=soft,
+                                  reserve=FILES_RESERVED))
+        return allowed
+    return asked
+
+
 def serve(served: Served, settings: ServeSettings, *, threads: Optional[int] = None
           ) -> Optional[int]:
     """Serve until stopped; the number of the signal that stopped the server (None when it
     stopped otherwise)."""
+    connections = dataclasses.replace(
+        settings.connections,
+        max_connections=connection_limit(settings.connections.max_connections))
+    settings = dataclasses.replace(settings, connections=connections)
     app = make_app(served, settings, threads=threads)
     batcher: Batcher = app.state.elmo.batcher
+    guard: Guard = app.state.elmo.guard
     config = uvicorn.Config(app, host=settings.host, port=settings.port,
                             log_level=settings.log_level, access_log=settings.access_log,
                             timeout_graceful_shutdown=int(settings.shutdown_timeout) + 10,
-                            lifespan="on", server_header=False)
-    server = _Server(config, batcher, settings.shutdown_timeout)
+                            # seconds for call_later: a float works as well as an int
+                            timeout_keep_alive=connections.keep_alive_timeout,  # type: ignore[arg-type]
+                            http=protocol_class(guard), lifespan="on", server_header=False)
+    server = _Server(config, batcher, settings.shutdown_timeout, guard)
     try:
-        server.run()
+        server.run(sockets=[ListeningSocket.take(config.bind_socket(), guard)])
     except SystemExit as err:  # uvicorn could not start (it logged why)
         if server.started:
             raise

@@ -151,13 +151,30 @@ class Served:
         """One outcome a job (a result, or the job's ClientError), in order."""
         return self._embed(jobs) if kind == "embed" else self._parse(jobs)
 
+    def measure(self, kind: str, job: Any) -> int:
+        """A job's real cost in tokens, each sentence or text with its <S> and </S>: its
+        texts are tokenized here (an embed job keeps the tokens for `run`); E203 when they
+        are more than the request's limit, E210 for a language without a tokenizer."""
+        if kind == "embed" and job.texts is None:
+            return int(job.cost)
+        if kind == "embed":
+            job.tokens = self._tokenize(job.texts, job.lang, job.max_tokens)
+            return sum(len(tokens) + 2 for tokens in job.tokens)
+        nlp = self.nlp
+        assert nlp is not None  # the app routes parse jobs to pipelines only
+        with memory_zone(nlp):
+            lengths = [len(nlp.make_doc(text)) for text in job.texts]
+        check_tokens(sum(lengths), job.max_tokens)
+        return sum(lengths) + 2 * len(lengths)
+
     # /v1/embed ------------------------------------------------------------------------
     def _embed(self, jobs: List[EmbedJob]) -> List[Any]:
         outcomes: List[Any] = [None] * len(jobs)
         todo: List[tuple] = []
         for i, job in enumerate(jobs):
             try:
-                sentences = (job.sentences if job.sentences is not None
+                sentences = (job.sentences if job.sentences is not None else job.tokens
+                             if job.tokens is not None
                              else self._tokenize(job.texts or [], job.lang, job.max_tokens))
             except ClientError as err:
                 outcomes[i] = err

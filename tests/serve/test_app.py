@@ -163,6 +163,8 @@ BAD = [  # (body, headers, status, code, words in the message)
     (b'{"texts": ["a\\u0000b"]}', {}, 422, "E208", "NUL"),
     (b'{"sentences": [["a"]], "layers": "mix", "mix_weights": [1]}', {}, 422, "E211", "3"),
     (b'{"sentences": [["a"]]}', {"Accept": "text/html"}, 406, "E212", "text/html"),
+    (b'{"texts": ["a b"]}', {"Accept": "application/x-npy"}, 406, "E283", "tokens"),
+    (b'{"texts": ["a b"]}', {"Accept": "application/octet-stream"}, 406, "E283", "`sentences`"),
     (b'{"sentences": [["a"]]}', {"Content-Type": "text/plain"}, 415, "E213", "text/plain"),
     (b'{"sentences": [["a"], ["b"], ["c"]]}', {}, 413, "E202", "limit of 2"),
     (b'{"sentences": [["a", "b", "c", "d", "e", "f"]]}', {}, 413, "E203", "limit of 5"),
@@ -227,6 +229,45 @@ def test_a_stopping_server_refuses_and_says_so(served_bilm):
     assert response.status_code == 503 and response.json()["error"]["code"] == "E216"
     assert response.headers["Retry-After"] == "1"
     assert health.status_code == 503 and health.json() == {"status": "stopping"}
+    # during a stop every answer asks the client to close: its next request goes elsewhere
+    assert response.headers["Connection"] == health.headers["Connection"] == "close"
+
+
+def test_a_batch_never_holds_more_real_tokens_than_its_limit(served_bilm):
+    """Texts whose whitespace words are few but whose tokens are many ("!?" * 250: one word,
+    500 tokens) are measured once tokenized: four of them waiting together make batches of
+    at most --max-batch-tokens real tokens, not one batch of 2,008."""
+    limit = 1100
+    counted = []
+    embed_sentences = served_bilm.embedder.embed
+
+    def counting(sentences):
+        sentences = list(sentences)
+        counted.append(sum(len(s) + 2 for s in sentences))
+        return embed_sentences(sentences)
+
+    body = {"texts": ["!?" * 250], "lang": "en"}
+    with client(served_bilm, limits=Limits(max_tokens=600, max_sentences=8),
+                batching=Batching(max_wait_ms=300, max_batch_tokens=limit)) as c:
+        served_bilm.embedder.embed = counting
+        try:
+            results = [None] * 4
+
+            def ask(i):
+                results[i] = embed(c, body)
+
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            stats = c.get("/v1/info").json()["stats"]
+        finally:
+            del served_bilm.embedder.embed
+    assert [r.status_code for r in results] == [200] * 4
+    assert all(len(r.json()["tokens"][0]) == 500 for r in results)
+    assert sum(counted) == 4 * 502 and max(counted) <= limit, counted
+    assert stats["largest_batch_tokens"] == max(counted)
 
 
 def test_a_server_whose_model_thread_ended_says_failed(served_bilm, monkeypatch):

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,14 +31,14 @@ LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 class Server:
     """`python -m spacy_elmo serve` in a child process, its log in a file."""
 
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, **popen: Any) -> None:
         self.log = tmp / "server.log"
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "spacy_elmo", "serve", str(WEIGHTS), "--options",
                  str(OPTIONS), "--port", "0", "--threads", "1", *args],
-                stdout=log, stderr=subprocess.STDOUT, env=env)
+                stdout=log, stderr=subprocess.STDOUT, env=env, **popen)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             found = LISTENING.search(self.text())
