@@ -392,8 +392,9 @@ class Errors(metaclass=Catalogue):
             "from the latest: spacy-elmo pretrain TEXT --init-weights {latest} --output NEW "
             "(or --overwrite to replace this one).")
     # The HTTP server, `spacy-elmo serve` (E200-E219)
-    E200 = ("`spacy-elmo serve` needs FastAPI and uvicorn ({missing} is not installed): pip "
-            "install 'spacy-elmo[serve]' (in a checkout: pip install -e '.[serve]').")
+    E200 = ("`spacy-elmo serve` needs FastAPI, uvicorn and prometheus_client ({missing} is not "
+            "installed): pip install 'spacy-elmo[serve]' (in a checkout: pip install -e "
+            "'.[serve]').")
     E201 = ("The request body is {size} bytes, over this server's limit of {limit} bytes "
             "(--max-request-bytes). Send fewer sentences per request.")
     E202 = ("The request has {n} {what}, more than this server's limit of {limit} a request "

@@ -26,7 +26,7 @@ SERVE_HELP = (
     "with an `elmo` component. Requests that arrive within --max-wait-ms run in one batch. "
     "Needs the serve extra: pip install 'spacy-elmo[serve]'. Stops on SIGTERM or Ctrl-C "
     "(exit status 143 or 130) after answering the requests in flight.")
-EXTRA = ("fastapi", "uvicorn")
+EXTRA = ("fastapi", "uvicorn", "prometheus_client")
 
 
 @app.command("serve", help=SERVE_HELP)

@@ -27,7 +27,15 @@ from ..errors import ElmoError, Errors, first_line
 from . import answers
 from .batcher import Batcher
 from .connections import Guard
-from .inputs import ClientError, check_content_type, check_declared_length, embed_job, parse_job
+from .inputs import (
+    ClientError,
+    EmbedJob,
+    check_content_type,
+    check_declared_length,
+    embed_job,
+    parse_job,
+)
+from .metrics import Measured, Metrics
 from .schemas import (
     EmbedRequest,
     EmbedResponse,
@@ -185,7 +193,13 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
     app = FastAPI(title="spacy-elmo", version=__version__, lifespan=lifespan,
                   summary="ELMo vectors and ELMo pipelines over HTTP, batched across clients.")
     app.state.elmo = state
+    metrics = Metrics()
+    metrics.watch(queue=batcher.waiting, connections=lambda: state.guard.open,
+                  answers=lambda: state.places.held, events=lambda: state.guard.counts)
+    batcher.on_batch = lambda jobs: metrics.batch([_sentences(job.payload) for job in jobs],
+                                                  sum(job.cost for job in jobs))
     app.add_middleware(StopGuard, batcher=batcher)
+    app.add_middleware(Measured, metrics=metrics)
     _add_error_handlers(app, served)
     limits = settings.limits
 
@@ -235,6 +249,12 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
         failed = batcher.failure is not None or (not batcher.stopping and not batcher.alive)
         return JSONResponse({"status": "failed" if failed else "stopping"}, 503)
 
+    @app.get("/metrics", response_class=Response,
+             summary="Requests, latency, refusals, batches, tokens, queue and connections, "
+                     "in Prometheus' text format")
+    async def prometheus() -> Response:
+        return Response(metrics.text(), media_type=metrics.content_type)
+
     @app.get("/v1/info", response_model=InfoResponse,
              summary="The model, its shape, precision and checksum; limits and batching")
     async def info() -> Dict[str, Any]:
@@ -245,13 +265,20 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
     return app
 
 
+def _sentences(job: Any) -> int:
+    """The sentences (or texts) of an embed or parse job."""
+    if isinstance(job, EmbedJob):
+        return len(job.sentences if job.sentences is not None else job.texts or [])
+    return len(job.texts)
+
+
 def endpoints(app: FastAPI) -> list:
     """`METHOD /path` of every endpoint (the docs' own pages left out)."""
     found = []
     for route in app.routes:
         methods = sorted(getattr(route, "methods", None) or [])
         path = getattr(route, "path", "")
-        if methods and path.startswith(("/v1/", "/healthz")):
+        if methods and path.startswith(("/v1/", "/healthz", "/metrics")):
             found += [f"{m} {path}" for m in methods if m != "HEAD"]
     return found
 
@@ -325,6 +352,7 @@ async def _disconnected(request: Request) -> None:
 
 def _error(err: ClientError) -> JSONResponse:
     headers = {"Connection": "close"} if err.close else {}
+    headers["X-Elmo-Error"] = err.code
     if err.status == 503:
         headers["Retry-After"] = "1"
     return JSONResponse({"error": {"code": err.code, "message": str(err),

@@ -63,8 +63,8 @@ class Batcher:
                  measure: Optional[Measure] = None) -> None:
         self._run = run
         self._measure = measure
-        # told each batch's size in jobs and tokens before it runs (the metrics)
-        self.on_batch: Optional[Callable[[int, int], None]] = None
+        # shown each batch before it runs (the metrics)
+        self.on_batch: Optional[Callable[[List[Job]], None]] = None
         self.max_wait_s = max_wait_s
         self.max_cost = max_cost
         self.enabled = enabled
@@ -90,6 +90,10 @@ class Batcher:
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    def waiting(self) -> int:
+        """Jobs waiting for the worker (the queue, and the one held for the next batch)."""
+        return self._queue.qsize() + (self._held is not None)
 
     @property
     def alive(self) -> bool:
@@ -245,7 +249,7 @@ class Batcher:
         tokens = sum(job.cost for job in batch)
         self.stats["largest_batch_tokens"] = max(self.stats["largest_batch_tokens"], tokens)
         if self.on_batch is not None:
-            self.on_batch(len(batch), tokens)
+            self.on_batch(batch)
         kind = batch[0].kind
         try:
             outcomes = self._run(kind, [job.payload for job in batch])

@@ -214,7 +214,8 @@ def test_info_health_and_openapi(served_bilm):
     assert info["precision"] == "fp32"
     assert info["checksum"] == "sha256:" + tensors_sha256(served_bilm.bilm.state_dict())
     assert info["settings"]["limits"]["max_tokens"] == Limits().max_tokens
-    assert set(info["endpoints"]) == {"POST /v1/embed", "GET /healthz", "GET /v1/info"}
+    assert set(info["endpoints"]) == {"POST /v1/embed", "GET /healthz", "GET /v1/info",
+                                      "GET /metrics"}
     assert health.status_code == 200 and health.json() == {"status": "ok"}
     body = schema["paths"]["/v1/embed"]["post"]["requestBody"]["content"]["application/json"]
     assert set(body["schema"]["properties"]) >= {"sentences", "texts", "layers", "mix_weights"}
@@ -268,6 +269,40 @@ def test_a_batch_never_holds_more_real_tokens_than_its_limit(served_bilm):
     assert all(len(r.json()["tokens"][0]) == 500 for r in results)
     assert sum(counted) == 4 * 502 and max(counted) <= limit, counted
     assert stats["largest_batch_tokens"] == max(counted)
+
+
+def metric(text: str, name: str) -> float:
+    """The value of one sample (`name` with its labels, as the text format writes it)."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + " ")]
+    assert len(values) == 1, (name, [line for line in text.splitlines() if name in line])
+    return values[0]
+
+
+def test_metrics_count_requests_refusals_batches_and_tokens(served_bilm):
+    pytest.importorskip("prometheus_client")
+    with client(served_bilm, batching=Batching(max_wait_ms=0)) as c:
+        for _ in range(3):
+            assert embed(c, {"sentences": [["a", "b"], ["c"]]}).status_code == 200
+        assert c.post("/v1/embed", json={"sentences": [["a b"]]}).status_code == 422
+        assert c.post("/v1/embed", content=b"[", headers={"Content-Type": "application/json"}
+                      ).status_code == 400
+        response = c.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert metric(text, 'elmo_requests_total{route="/v1/embed",status="200"}') == 3
+    assert metric(text, 'elmo_requests_total{route="/v1/embed",status="422"}') == 1
+    assert metric(text, 'elmo_refusals_total{code="E208"}') == 1
+    assert metric(text, 'elmo_refusals_total{code="E205"}') == 1
+    assert metric(text, 'elmo_request_seconds_count{route="/v1/embed"}') == 5
+    assert metric(text, "elmo_batch_requests_count") == 3
+    assert metric(text, "elmo_batch_sentences_sum") == 6
+    assert metric(text, "elmo_tokens_total") == 3 * (4 + 3)  # tokens with <S> and </S>
+    assert metric(text, "elmo_batch_tokens_sum") == 21
+    assert metric(text, "elmo_queue_depth") == 0
+    assert metric(text, "elmo_answers_in_flight") == 0
+    assert metric(text, 'elmo_connection_events_total{event="refused"}') == 0
 
 
 def test_a_server_whose_model_thread_ended_says_failed(served_bilm, monkeypatch):
