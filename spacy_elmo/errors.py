@@ -533,10 +533,8 @@ class Errors(metaclass=Catalogue):
             "memory to build and check, more than the {have} available: give a smaller "
             "--lstm-dim (the published biLMs have 4,096 cells a layer).")
     # The HTTP server's connections (E280-E289)
-    E280 = ("The largest request this server takes ({largest:,} tokens: --max-tokens {tokens:,} "
-            "and <S> and </S> of each of --max-sentences {sentences:,}) does not fit in one "
-            "batch of --max-batch-tokens {batch:,}: raise --max-batch-tokens, or lower "
-            "--max-tokens or --max-sentences.")
+    E280 = ("--step-tokens {step:,} is more than --max-batch-tokens {batch:,}: a long request's "
+            "step must fit in a batch. Lower --step-tokens or raise --max-batch-tokens.")
     E281 = ("The server has {open:,} connections open, its limit (--max-connections {limit:,}): "
             "this one is closed. Send the request again in a moment, or to another worker; "
             "reuse connections (keep-alive) instead of opening one a request.")

@@ -272,3 +272,25 @@ def test_a_link_to_nothing_at_the_output_counts_as_existing(tmp_path):
     with pytest.raises(ElmoError, match=r"\[E026\]"):
         guard_output(link, overwrite=False)
     assert guard_output(link, overwrite=True) == link
+
+
+def test_writes_go_through_a_symbolic_link_to_its_target(tmp_path):
+    """`export RUN LINK --overwrite` replaced the link with a directory and left its target,
+    where the user's pipelines point, as it was: a link is written through."""
+    target = tmp_path / "keep" / "model"
+    target.mkdir(parents=True)
+    (target / "old.txt").write_text("old")
+    link = tmp_path / "current"
+    link.symlink_to(target)
+    with atomic_directory(link) as tmp:
+        (tmp / "new.txt").write_text("new")
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    file_target = tmp_path / "keep" / "vectors.txt"
+    file_target.write_text("old")
+    file_link = tmp_path / "vectors.txt"
+    file_link.symlink_to(file_target)
+    with atomic_write(file_link) as tmp:
+        tmp.write_text("new")
+    assert file_link.is_symlink() and file_target.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "keep", "vectors.txt"]

@@ -14,7 +14,7 @@ longer than `window`.
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -22,9 +22,22 @@ import torch
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer
 from .model import BiLM, StatefulBiLM, WordCache
-from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, batches, split
+from .windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 
 LAYER_MODES = ("all", "top", "average")
+
+
+def place(outputs: List[Optional[np.ndarray]], piece: Piece, kept: np.ndarray, n: int) -> None:
+    """Put a piece's kept outputs where they belong in its sentence's array (of `n` tokens),
+    `outputs[piece.source]`, made on its first piece."""
+    if len(piece.targets) == n:  # the whole sentence in one piece
+        outputs[piece.source] = kept
+        return
+    out = outputs[piece.source]
+    if out is None:
+        out = outputs[piece.source] = np.empty(kept.shape[:-2] + (n, kept.shape[-1]),
+                                               dtype=kept.dtype)
+    out[..., piece.targets, :] = kept
 
 
 def reduce_layers(layers: torch.Tensor, mode: str) -> torch.Tensor:
@@ -110,22 +123,24 @@ class Embedder:
         if chunk:
             yield chunk
 
-    def _embed_chunk(self, chunk: List[Sequence[str]]) -> Iterator[np.ndarray]:
-        pieces = [p for i, tokens in enumerate(chunk)
-                  for p in split(i, tokens, np.arange(len(tokens)), self.window, self.context)]
-        outputs: List[Optional[np.ndarray]] = [None] * len(chunk)
+    def pieces(self, source: int, tokens: Sequence[str]) -> List[Piece]:
+        """The windows one sentence runs as (numbered `source`), as `embed` cuts them."""
+        return split(source, tokens, np.arange(len(tokens)), self.window, self.context)
+
+    def run_pieces(self, pieces: Sequence[Piece]) -> List[np.ndarray]:
+        """Each piece's kept outputs, `(..., piece.end - piece.start, width)`, in the order of
+        `pieces`; they run in this embedder's batches, and do not depend on each other."""
+        kept: Dict[int, np.ndarray] = {}
         for batch in batches(pieces, self.batch_size, self.max_batch_tokens):
             for piece, array in zip(batch, self._run([p.words for p in batch]), strict=True):
-                kept = array[..., piece.start : piece.end, :]
-                n = len(chunk[piece.source])
-                if len(piece.targets) == n:  # the whole sentence in one piece
-                    outputs[piece.source] = kept
-                    continue
-                out = outputs[piece.source]
-                if out is None:
-                    out = outputs[piece.source] = np.empty(
-                        kept.shape[:-2] + (n, kept.shape[-1]), dtype=kept.dtype)
-                out[..., piece.targets, :] = kept
+                kept[id(piece)] = array[..., piece.start : piece.end, :]
+        return [kept[id(piece)] for piece in pieces]
+
+    def _embed_chunk(self, chunk: List[Sequence[str]]) -> Iterator[np.ndarray]:
+        pieces = [p for i, tokens in enumerate(chunk) for p in self.pieces(i, tokens)]
+        outputs: List[Optional[np.ndarray]] = [None] * len(chunk)
+        for piece, kept in zip(pieces, self.run_pieces(pieces), strict=True):
+            place(outputs, piece, kept, len(chunk[piece.source]))
         for out in outputs:
             assert out is not None  # every sentence has pieces (an empty one has one)
             yield out

@@ -34,6 +34,9 @@ def _filter_pairs(value: Any) -> bool:
                     and all(is_int(x) and x > 0 for x in f) for f in value))
 
 
+# characters a token may have in the character CNN's input (bilm-tf and ELMoForManyLangs use
+# 50): each token's row of ids is this long, so a much larger value only exhausts memory
+MAX_CHARACTERS = 1024
 OPTION_RULES: Dict[str, Rule] = {
     "lstm_dim": integer(1), "projection_dim": integer(1), "n_layers": integer(1),
     "cell_clip": number(0, low_open=True, optional=True),
@@ -42,7 +45,7 @@ OPTION_RULES: Dict[str, Rule] = {
     "filters": Rule("a non-empty list of [width, n_filters] pairs of positive integers",
                     _filter_pairs, "list"),
     "n_highway": integer(0), "activation": choice(("relu", "tanh")),
-    "max_characters_per_token": integer(3), "n_characters": integer(1),
+    "max_characters_per_token": integer(3, MAX_CHARACTERS), "n_characters": integer(1),
     "char_vocabulary": choice(VOCABULARIES), "word_dim": integer(0), "n_words": integer(0),
     "forget_bias": number(),
 }
@@ -89,7 +92,7 @@ class BiLMOptions:
         object.__setattr__(self, "filters", tuple(tuple(f) for f in self.filters))
         max_width = max(w for w, _ in self.filters)
         check(JSON_KEYS["max_characters_per_token"], self.max_characters_per_token,
-              integer(max(3, max_width)), Errors.E007)
+              integer(max(3, max_width), MAX_CHARACTERS), Errors.E007)
         if self.char_vocabulary == "bytes" and self.n_characters not in (261, 262):
             raise ElmoError(Errors.E006.format(value=self.n_characters))
         if self.char_vocabulary == "dictionary":

@@ -56,6 +56,9 @@ def serve_cli(
         "--no-batching runs every request on its own.")),
     max_queue: int = typer.Option(Batching.max_queue, "--max-queue", help=(
         "Requests that may wait for the model; more get HTTP 503.")),
+    step_tokens: int = typer.Option(Batching.step_tokens, "--step-tokens", help=(
+        "A longer request runs in steps of about this many tokens, sharing the model with "
+        "the requests that come meanwhile.")),
     max_request_bytes: int = typer.Option(Limits.max_request_bytes, "--max-request-bytes",
                                           help="Largest request body."),
     max_sentences: int = typer.Option(Limits.max_sentences, "--max-sentences", help=(
@@ -106,7 +109,7 @@ def serve_cli(
         limits=Limits(max_request_bytes=max_request_bytes, max_sentences=max_sentences,
                       max_tokens=max_tokens, max_json_values=max_json_values),
         batching=Batching(max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens,
-                          enabled=batching, max_queue=max_queue),
+                          enabled=batching, max_queue=max_queue, step_tokens=step_tokens),
         connections=Connections(max_connections=max_connections, header_timeout=header_timeout,
                                 body_timeout=body_timeout,
                                 keep_alive_timeout=keep_alive_timeout,

@@ -67,7 +67,11 @@ def _atomic(path: Path, make: Callable[[Path], Path], mode: int,
             replace: Callable[[Path, Path], None]) -> Iterator[Path]:
     """The steps of both: `make` a temporary beside `path`, yield it, give it `mode` under
     the umask (mkstemp and mkdtemp make them private), sync it (its data or entries are on
-    disk before the name points at it) and `replace` `path` with it; remove it otherwise."""
+    disk before the name points at it) and `replace` `path` with it; remove it otherwise.
+    A `path` that is a symbolic link is written through: its target is replaced, the link
+    kept (what reads the target sees the new file)."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     make_directory(path.parent, path)
     sweep_stale(path.parent)
     try:

@@ -96,6 +96,10 @@ def load_model_bytes(model: Model, data: bytes) -> None:
         model.from_bytes(data)
     bilm = get_holder(model).bilm
     if bilm is not None:
+        shape = {"nO": bilm.options.output_dim, "nL": bilm.options.n_output_layers}
+        recorded = {dim: model.get_dim(dim) if model.has_dim(dim) else None for dim in shape}
+        if recorded != shape:  # read as damage (E002) within `serialize.reading`
+            raise ValueError(f"its recorded output shape {recorded} is not its biLM's {shape}")
         _apply_settings(model, bilm)
 
 

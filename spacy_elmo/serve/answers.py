@@ -73,6 +73,21 @@ def json_body(value: Any) -> bytes:
                       separators=(",", ":")).encode("utf-8")
 
 
+def json_array(array: np.ndarray) -> List[bytes]:
+    """`json_body(array.tolist())` in parts, a row each: the same bytes, made without
+    holding the interpreter for the whole array (a 4,096 x 256 answer takes about a second
+    to write), so that the event loop and the model's thread go on meanwhile."""
+    if array.ndim <= 1:
+        return [json_body(array.tolist())]
+    parts = [b"["]
+    for i, row in enumerate(array):
+        if i:
+            parts.append(b",")
+        parts += json_array(row)
+    parts.append(b"]")
+    return parts
+
+
 def check_json_values(n: int, limit: int) -> None:
     """E271 (413) for a JSON answer of more than `limit` numbers."""
     if n > limit:
@@ -85,11 +100,17 @@ def embed_body(answer: Embedded, media: str, max_json_values: int
     `max_json_values` numbers)."""
     if media == JSON:
         check_json_values(sum(a.size for a in answer.arrays), max_json_values)
-        data: Dict[str, Any] = {"layers": answer.layers, "width": answer.width,
-                                "embeddings": [a.tolist() for a in answer.arrays]}
+        parts = [b'{"layers":', json_body(answer.layers), b',"width":',
+                 json_body(answer.width), b',"embeddings":[']
+        for i, array in enumerate(answer.arrays):
+            if i:
+                parts.append(b",")
+            parts += json_array(array)
+        parts.append(b"]")
         if answer.tokens is not None:
-            data["tokens"] = answer.tokens
-        return json_body(data), {}
+            parts += [b',"tokens":', json_body(answer.tokens)]
+        parts.append(b"}")
+        return b"".join(parts), {}
     array = np.concatenate(answer.arrays, axis=-2).astype("<f4", copy=False)
     headers = {"X-Elmo-Lengths": ",".join(str(a.shape[-2]) for a in answer.arrays),
                "X-Elmo-Shape": ",".join(str(n) for n in array.shape),

@@ -177,7 +177,8 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
                       max_cost=batching.max_batch_tokens, enabled=batching.enabled,
                       max_queue=batching.max_queue,
                       setup=None if threads is None else _threads_setter(threads),
-                      measure=served.measure)
+                      measure=served.measure, step_tokens=batching.step_tokens)
+    served.step_tokens = batching.step_tokens
     state = AppState(served, settings, batcher,
                      Places(settings.connections.max_answers_in_flight),
                      Guard(settings.connections))

@@ -12,6 +12,14 @@ batch runs wait, so under load batches fill up without any wait. A job whose cli
 before it started is cancelled and skipped. When a whole batch fails, each of its jobs runs
 again on its own, so that only the one that fails alone gets the error.
 
+Long requests run in steps: `run` may answer a job with CONTINUE (it ran one step, of
+about `step_tokens`; `measure` gives the next step's cost and what is left), and the job
+waits among the ongoing ones, which join each batch after the new requests, in turn, while
+the steps of long jobs take at most as many tokens as the short jobs in the batch (at least
+`step_tokens`). So a request of thousands of tokens shares
+the model with the short ones that arrive meanwhile instead of holding it for seconds, and a
+short request waits for about one batch, not for the long ones before it.
+
 Stopping (`begin_stop`): jobs keep being taken and run for `grace_s` seconds (the server
 accepts no new connections then, so these are the requests already in flight); after that,
 jobs waiting or new are refused with E216. A running batch always finishes.
@@ -19,19 +27,21 @@ jobs waiting or new are refused with E216. A running batch always finishes.
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
 from ..errors import Errors, Warnings, first_line
 from .inputs import ClientError
 
 Runner = Callable[[str, List[Any]], List[Any]]
-Measure = Callable[[str, Any], int]
+# a job's next step's cost, and the cost of all its steps left (the same for a job of one)
+Measure = Callable[[str, Any], Tuple[int, int]]
 log = logging.getLogger("uvicorn.error")
 
 
@@ -39,9 +49,16 @@ log = logging.getLogger("uvicorn.error")
 class Job:
     kind: str
     payload: Any
-    cost: int
+    cost: int  # of its next step, once measured
     future: Future = field(default_factory=Future)
     measured: bool = False
+    steps: int = 0  # run so far: a job with steps is running (its future too)
+    long: bool = False  # needs more than one step
+
+    @property
+    def short(self) -> bool:
+        """A job that ends in one step, from its first."""
+        return not self.steps and not self.long
 
 
 class _Signal:
@@ -53,6 +70,7 @@ class _Signal:
 
 WAKE = _Signal("wake")
 STOP = _Signal("stop")
+CONTINUE = _Signal("continue")  # a job's outcome: it ran a step and has more to run
 Item = Union[Job, _Signal]
 
 
@@ -60,8 +78,11 @@ class Batcher:
     def __init__(self, run: Runner, *, max_wait_s: float = 0.005, max_cost: int = 8192,
                  enabled: bool = True, max_queue: int = 1024,
                  setup: Optional[Callable[[], None]] = None,
-                 measure: Optional[Measure] = None) -> None:
+                 measure: Optional[Measure] = None, step_tokens: int = 512) -> None:
         self._run = run
+        self.step_tokens = step_tokens
+        self._ongoing: Deque[Job] = collections.deque()  # jobs between steps (the worker's)
+        self._turn = False  # without batching: ongoing and new jobs take turns
         self._measure = measure
         # shown each batch before it runs (the metrics)
         self.on_batch: Optional[Callable[[List[Job]], None]] = None
@@ -92,8 +113,9 @@ class Batcher:
         return self._stopping
 
     def waiting(self) -> int:
-        """Jobs waiting for the worker (the queue, and the one held for the next batch)."""
-        return self._queue.qsize() + (self._held is not None)
+        """Jobs waiting for the worker: the queue, the one held for the next batch, and those
+        between steps."""
+        return self._queue.qsize() + (self._held is not None) + len(self._ongoing)
 
     @property
     def alive(self) -> bool:
@@ -110,7 +132,7 @@ class Batcher:
                     Errors.E275.format(err=first_line(self.failure)), 503))
             elif self._past_grace() or (self._thread is not None and not self.alive):
                 job.future.set_exception(ClientError(Errors.E216, 503))
-            elif self._queue.qsize() >= self.max_queue:
+            elif self._queue.qsize() + len(self._ongoing) >= self.max_queue:
                 job.future.set_exception(ClientError(Errors.E209.format(n=self.max_queue),
                                                      503))
             else:
@@ -147,10 +169,15 @@ class Batcher:
             self._refuse_waiting(err)
             return
         while True:
-            item = self._next()
+            item, its_turn = self._next_item()
             if item is STOP:
                 break
-            if isinstance(item, Job) and self._prepare(item) and self._start(item):
+            if not isinstance(item, Job) or not self._prepare(item):
+                continue
+            if item.long and not its_turn and self.enabled:
+                self._ongoing.append(item)  # runs in steps, in turn with the others
+                continue
+            if self._start(item):
                 batch = self._collect(item)
                 try:
                     self._run_batch(batch)
@@ -161,16 +188,30 @@ class Batcher:
         self._refuse_waiting(None)  # after STOP: nothing is left unanswered
 
     def _refuse_waiting(self, failure: Optional[BaseException]) -> None:
-        """Refuse every job in the queue: E216 (stopping), or E275 for `failure`."""
+        """Refuse every job in the queue or between steps: E216 (stopping), or E275 for
+        `failure`."""
+        waiting: List[Job] = list(self._ongoing)
+        self._ongoing.clear()
         while not self._queue.empty():
             item = self._queue.get_nowait()
-            if not isinstance(item, Job):
-                continue
+            if isinstance(item, Job):
+                waiting.append(item)
+        for job in waiting:
             if failure is None:
-                self._refuse(item)
-            elif item.future.set_running_or_notify_cancel():
-                item.future.set_exception(ClientError(
+                self._refuse(job)
+            elif job.steps or job.future.set_running_or_notify_cancel():
+                job.future.set_exception(ClientError(
                     Errors.E275.format(err=first_line(failure)), 503))
+
+    def _next_item(self) -> Tuple[Item, bool]:
+        """The next job to start a batch with, and whether it is a long job's turn: a long
+        one when no new one waits (or, without batching, every other time), else the next
+        item of the queue."""
+        if self._ongoing and self._held is None:
+            self._turn = not self._turn
+            if self._queue.empty() or (not self.enabled and self._turn):
+                return self._ongoing.popleft(), True
+        return self._next(), False
 
     def _next(self, timeout: Optional[float] = None) -> Item:
         """The held item, else the next from the queue (blocking up to `timeout`;
@@ -196,9 +237,10 @@ class Batcher:
             return False
         if self._measure is not None and not job.measured:
             try:
-                job.cost = self._measure(job.kind, job.payload)
+                job.cost, rest = self._measure(job.kind, job.payload)
+                job.long = job.long or rest > job.cost
             except Exception as err:  # noqa: BLE001 (this job's own error, e.g. E203)
-                if job.future.set_running_or_notify_cancel():
+                if job.steps or job.future.set_running_or_notify_cancel():
                     job.future.set_exception(err)
                 return False
             job.measured = True
@@ -206,21 +248,50 @@ class Batcher:
 
     def _start(self, job: Job) -> bool:
         """Mark `job` running; False when its client left meanwhile (cancelled)."""
+        if job.steps:  # running since its first step
+            return True
         if not job.future.set_running_or_notify_cancel():
             self.stats["cancelled"] += 1
             return False
         return True
 
     def _refuse(self, job: Job) -> None:
-        if job.future.set_running_or_notify_cancel():
+        if job.steps or job.future.set_running_or_notify_cancel():
             job.future.set_exception(ClientError(Errors.E216, 503))
             self.stats["refused"] += 1
 
     def _collect(self, first: Job) -> List[Job]:
-        """`first` and the jobs of its kind that come within max_wait_s, up to max_cost."""
+        """`first` and the new jobs of its kind that come within max_wait_s, up to max_cost;
+        then ongoing jobs of its kind, in turn, while the steps of long jobs (new or
+        ongoing) take at most as many tokens as the short jobs (at least step_tokens)."""
         batch, cost = [first], first.cost
         if not self.enabled:
             return batch
+        if not first.steps:
+            cost = self._collect_new(first, batch)
+        short = sum(job.cost for job in batch if job.short)
+        share, ongoing = max(short, self.step_tokens), cost - short
+        for _ in range(len(self._ongoing)):
+            job = self._ongoing[0]
+            if job.kind != first.kind:
+                self._ongoing.rotate(-1)
+                continue
+            if not self._prepare(job):  # refused past the grace period, or failed
+                self._ongoing.popleft()
+                continue
+            if ongoing + job.cost > share or cost + job.cost > self.max_cost:
+                break
+            self._ongoing.popleft()
+            if self._start(job):
+                batch.append(job)
+                ongoing += job.cost
+                cost += job.cost
+        return batch
+
+    def _collect_new(self, first: Job, batch: List[Job]) -> int:
+        """Add to `batch` the new jobs of `first`'s kind that come within max_wait_s, up to
+        max_cost; their cost with `first`'s."""
+        cost = first.cost
         deadline = time.monotonic() + self.max_wait_s
         while cost < self.max_cost:
             try:
@@ -234,16 +305,19 @@ class Batcher:
                 break
             if not self._prepare(item):
                 continue
+            if item.long and not item.steps:
+                self._ongoing.append(item)  # its steps join in turn, after the short jobs
+                continue
             if cost + item.cost > self.max_cost:
                 self._held = item  # measured: it starts the next batch
                 break
             if self._start(item):
                 batch.append(item)
                 cost += item.cost
-        return batch
+        return cost
 
     def _run_batch(self, batch: List[Job]) -> None:
-        self.stats["requests"] += len(batch)
+        self.stats["requests"] += sum(not job.steps for job in batch)
         self.stats["batches"] += 1
         self.stats["largest_batch"] = max(self.stats["largest_batch"], len(batch))
         tokens = sum(job.cost for job in batch)
@@ -261,7 +335,11 @@ class Batcher:
                 log.warning(Warnings.W032.format(n=len(batch), err=first_line(err)))
                 outcomes = [self._alone(kind, job.payload) for job in batch]
         for job, outcome in zip(batch, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
+            if outcome is CONTINUE:
+                job.steps += 1
+                job.measured = False  # its next step's cost
+                self._ongoing.append(job)
+            elif isinstance(outcome, BaseException):
                 job.future.set_exception(outcome)
             else:
                 job.future.set_result(outcome)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Type, TypeVar
 from unicodedata import east_asian_width
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from ..bilm.windows import Piece
 from ..errors import ElmoError, Errors
 from .schemas import EmbedRequest, ParseRequest
 from .settings import Limits
@@ -50,8 +52,18 @@ class EmbedJob:
     mix_weights: Optional[List[float]] = None
     gamma: Optional[float] = None
     max_tokens: int = Limits.max_tokens  # the limit once texts are tokenized
-    tokens: Optional[List[List[str]]] = None  # the texts' tokens, once the model's thread
-    # has tokenized them (Served.measure)
+    # the model's thread's (Served.measure and run): the texts' tokens, the windows the job
+    # runs as, the outputs of its sentences so far, and its next step's windows
+    tokens: Optional[List[List[str]]] = None
+    pieces: Optional[List[Piece]] = None
+    outputs: List[Optional[np.ndarray]] = field(default_factory=list)
+    done: int = 0
+    step_end: int = 0
+
+    def sentence(self, i: int) -> Sequence[str]:
+        sentences = self.sentences if self.sentences is not None else self.tokens
+        assert sentences is not None  # texts are tokenized before their windows are cut
+        return sentences[i]
 
     @property
     def cost(self) -> int:

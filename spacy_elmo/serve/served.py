@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager, Dict, List, Optional, Sequence
+from typing import Any, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import spacy
@@ -23,7 +23,7 @@ from spacy.language import Language
 
 from .. import __version__
 from ..bilm import BiLM, load_bilm
-from ..bilm.embedder import Embedder, mix_layers, reduce_layers
+from ..bilm.embedder import Embedder, mix_layers, place, reduce_layers
 from ..bilm.precision import check_precision
 from ..bilm.windows import MAX_BATCH_TOKENS
 from ..checksums import tensors_sha256
@@ -31,7 +31,9 @@ from ..errors import ElmoError, Errors, first_line
 from ..files.names import PIPELINE_CONFIG, PIPELINE_META
 from ..pipeline.component import ElmoComponent
 from ..pipeline.elmo_model import get_holder
+from .batcher import CONTINUE
 from .inputs import ClientError, EmbedJob, ParseJob, check_tokens
+from .settings import Batching
 
 
 @dataclass
@@ -119,6 +121,7 @@ class Served:
                  nlp: Optional[Language] = None, component: Optional[ElmoComponent] = None,
                  component_name: Optional[str] = None) -> None:
         self.embedder = embedder
+        self.step_tokens = Batching.step_tokens  # set by the app from its settings
         self.bilm: BiLM = embedder.bilm
         self.lang = lang
         self.nlp = nlp
@@ -151,45 +154,73 @@ class Served:
         """One outcome a job (a result, or the job's ClientError), in order."""
         return self._embed(jobs) if kind == "embed" else self._parse(jobs)
 
-    def measure(self, kind: str, job: Any) -> int:
-        """A job's real cost in tokens, each sentence or text with its <S> and </S>: its
-        texts are tokenized here (an embed job keeps the tokens for `run`); E203 when they
-        are more than the request's limit, E210 for a language without a tokenizer."""
-        if kind == "embed" and job.texts is None:
-            return int(job.cost)
+    def measure(self, kind: str, job: Any) -> Tuple[int, int]:
+        """A job's next step in tokens, each window with its <S> and </S>, and the tokens of
+        all its steps left. An embed job
+        runs as the windows `embed` cuts its sentences into, a step of them at a time (about
+        `step_tokens`, at least one window); its texts are tokenized on the first call (E203
+        when they are more than the request's limit, E210 for a language without a
+        tokenizer). A parse job runs whole: its tokens, each text's <S> and </S>."""
         if kind == "embed":
-            job.tokens = self._tokenize(job.texts, job.lang, job.max_tokens)
-            return sum(len(tokens) + 2 for tokens in job.tokens)
+            return self._plan(job)
         nlp = self.nlp
         assert nlp is not None  # the app routes parse jobs to pipelines only
         with memory_zone(nlp):
             lengths = [len(nlp.make_doc(text)) for text in job.texts]
         check_tokens(sum(lengths), job.max_tokens)
-        return sum(lengths) + 2 * len(lengths)
+        cost = sum(lengths) + 2 * len(lengths)
+        return cost, cost
+
+    def _plan(self, job: EmbedJob) -> Tuple[int, int]:
+        """Cut the job into windows (once), choose its next step; its cost, and what is
+        left."""
+        if job.pieces is None:
+            sentences = job.sentences
+            if sentences is None:
+                sentences = job.tokens = self._tokenize(job.texts or [], job.lang,
+                                                        job.max_tokens)
+            job.pieces = [p for i, tokens in enumerate(sentences)
+                          for p in self.embedder.pieces(i, tokens)]
+            job.outputs = [None] * len(sentences)
+        end, cost = job.done, 0
+        while end < len(job.pieces) and (end == job.done or cost + len(
+                job.pieces[end].words) + 2 <= self.step_tokens):
+            cost += len(job.pieces[end].words) + 2
+            end += 1
+        job.step_end = end
+        return cost, sum(len(p.words) + 2 for p in job.pieces[job.done:])
 
     # /v1/embed ------------------------------------------------------------------------
     def _embed(self, jobs: List[EmbedJob]) -> List[Any]:
+        """Run each job's step (planned by `measure`; planned here when it was not), and
+        answer each finished job; the others get CONTINUE."""
         outcomes: List[Any] = [None] * len(jobs)
-        todo: List[tuple] = []
+        steps: List[tuple] = []
         for i, job in enumerate(jobs):
             try:
-                sentences = (job.sentences if job.sentences is not None else job.tokens
-                             if job.tokens is not None
-                             else self._tokenize(job.texts or [], job.lang, job.max_tokens))
+                if job.pieces is None:
+                    self._plan(job)
             except ClientError as err:
                 outcomes[i] = err
                 continue
-            todo.append((i, sentences))
-        arrays = iter(list(self.embedder.embed(s for _, sentences in todo for s in sentences)))
-        for i, sentences in todo:
+            assert job.pieces is not None
+            steps.append((i, job.pieces[job.done:job.step_end]))
+        arrays = iter(self.embedder.run_pieces([p for _, pieces in steps for p in pieces]))
+        for i, pieces in steps:  # only now, with every window run, does a job move on
             job = jobs[i]
+            for piece in pieces:
+                place(job.outputs, piece, next(arrays), len(job.sentence(piece.source)))
+            job.done = job.step_end
+            if job.done < len(job.pieces or ()):
+                outcomes[i] = CONTINUE
+                continue
             try:
-                reduced = [self._reduce(next(arrays), job) for _ in sentences]
+                reduced = [self._reduce(array, job) for array in job.outputs]
             except ClientError as err:
                 outcomes[i] = err
                 continue
             outcomes[i] = Embedded(layers=job.layers, width=self.width, arrays=reduced,
-                                   tokens=sentences if job.texts is not None else None)
+                                   tokens=job.tokens if job.texts is not None else None)
         return outcomes
 
     def _reduce(self, layers: np.ndarray, job: EmbedJob) -> np.ndarray:

@@ -32,15 +32,20 @@ class Limits:
 @dataclass(frozen=True)
 class Batching:
     """Dynamic batching: requests that arrive within `max_wait_ms` of the first one waiting
-    run in one batch of up to `max_batch_tokens` tokens (each sentence also counts its
-    `<S>` and `</S>`); `enabled=False` runs every request on its own. At most `max_queue`
-    requests wait; more are refused (HTTP 503)."""
+    run in one batch of up to `max_batch_tokens` tokens (each window of a sentence also
+    counts its `<S>` and `</S>`); `enabled=False` runs every request on its own. At most
+    `max_queue` requests wait; more are refused (HTTP 503). A request of more than
+    `step_tokens` tokens runs in steps of about that many (whole windows), beside the
+    requests that come meanwhile."""
 
     max_wait_ms: float = 5.0
     max_batch_tokens: int = MAX_BATCH_TOKENS
     enabled: bool = True
     # requests waiting for the model, beyond which new ones get HTTP 503 (E209)
     max_queue: int = 1024
+    # a long request runs in steps of about this many tokens, sharing the model with the
+    # requests that arrive meanwhile
+    step_tokens: int = 512
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class Connections:
     body_timeout: float = 30.0
     keep_alive_timeout: float = 5.0
     send_timeout: float = 30.0
-    max_answers_in_flight: int = 64
+    max_answers_in_flight: int = 32
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ class ServeSettings:
                   "--max-wait-ms": self.batching.max_wait_ms,
                   "--max-batch-tokens": self.batching.max_batch_tokens,
                   "--max-queue": self.batching.max_queue,
+                  "--step-tokens": self.batching.step_tokens,
                   "--max-connections": self.connections.max_connections,
                   "--header-timeout": self.connections.header_timeout,
                   "--body-timeout": self.connections.body_timeout,
@@ -96,17 +102,13 @@ class ServeSettings:
                  "--max-tokens": integer(1), "--max-json-values": integer(1),
                  "--max-wait-ms": number(0, 60_000),
                  "--max-batch-tokens": integer(1), "--max-queue": integer(1),
+                 "--step-tokens": integer(1),
                  "--max-connections": integer(1), "--header-timeout": seconds,
                  "--body-timeout": seconds, "--keep-alive-timeout": seconds,
                  "--send-timeout": seconds, "--max-answers-in-flight": integer(1)}
         check_all(values, rules, Errors.E020)
-        # a batch never holds more tokens than --max-batch-tokens: the largest request
-        # (its tokens, and <S> and </S> of each sentence) must fit in one
-        largest = self.limits.max_tokens + 2 * self.limits.max_sentences
-        if largest > self.batching.max_batch_tokens:
-            raise ElmoError(Errors.E280.format(largest=largest,
-                                               tokens=self.limits.max_tokens,
-                                               sentences=self.limits.max_sentences,
+        if self.batching.step_tokens > self.batching.max_batch_tokens:
+            raise ElmoError(Errors.E280.format(step=self.batching.step_tokens,
                                                batch=self.batching.max_batch_tokens))
 
     def describe(self) -> Dict[str, Any]:

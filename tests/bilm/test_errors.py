@@ -98,6 +98,28 @@ def test_huge_options_fail_on_the_shapes_before_the_model_is_allocated(weights_c
         load_bilm(weights_copy)
 
 
+def test_a_huge_character_budget_is_refused_by_info_and_embed(weights_copy, tmp_path):
+    """max_characters_per_token 10**12 (no shape holds it) was accepted by `info` and ended
+    `embed` in a 7 TiB allocation: it is E007 with its range, before anything is built."""
+    options = json.loads((weights_copy / "options.json").read_text())
+    options["char_cnn"]["max_characters_per_token"] = 10**12
+    (weights_copy / "options.json").write_text(json.dumps(options))
+    for args in (["info", str(weights_copy)],
+                 ["embed", str(_text(tmp_path)), str(tmp_path / "o.h5"), "--weights",
+                  str(weights_copy)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1, result.output
+        assert "[E007]" in result.output and "max_characters_per_token" in result.output
+        assert "[3, 1024]" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o.h5").exists()
+
+
+def _text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("The cat sat .\n", encoding="utf-8")
+    return path
+
+
 def test_options_with_other_layer_count(weights_copy):
     TINY_OPTIONS.replace(n_highway=2).to_file(weights_copy / "options.json")
     with pytest.raises(ElmoError, match="no dataset 'CNN_high_1/W_carry'.*different model"):

@@ -232,6 +232,20 @@ def _flip_a_tensor_byte(data: bytes, bilm) -> bytes:
     return bytes(damaged)
 
 
+@pytest.mark.parametrize("dim,value", [("nL", 2), ("nL", -4), ("nO", 64)])
+def test_saved_dims_that_are_not_the_biLMs_are_damage(weights_dir, tmp_path, dim, value):
+    """A flipped byte in the model's recorded dims loaded silently, then every doc failed
+    with a shape error (a server reported healthy and answered 500 to every parse)."""
+    _saved_elmo(weights_dir, tmp_path / "p")
+    path = tmp_path / "p" / "elmo" / "model"
+    data = srsly.msgpack_loads(path.read_bytes())
+    data["nodes"][0]["dims"][dim] = value
+    path.write_bytes(srsly.msgpack_dumps(data))
+    with pytest.raises(ElmoError, match=r"\[E002\] Could not read '.*elmo.model' as the "
+                                        r"`elmo` component's biLM: its recorded output shape"):
+        spacy.load(tmp_path / "p")
+
+
 def test_a_flipped_byte_in_the_saved_tensors_is_found(weights_dir, tmp_path):
     """The damaged weights loaded silently, giving slightly different vectors."""
     nlp = _saved_elmo(weights_dir, tmp_path / "p")

@@ -236,21 +236,21 @@ def test_a_stopping_server_refuses_and_says_so(served_bilm):
 
 def test_a_batch_never_holds_more_real_tokens_than_its_limit(served_bilm):
     """Texts whose whitespace words are few but whose tokens are many ("!?" * 250: one word,
-    500 tokens) are measured once tokenized: four of them waiting together make batches of
-    at most --max-batch-tokens real tokens, not one batch of 2,008."""
+    500 tokens, three windows of 250, 300 and 150 tokens) are measured once tokenized: four
+    of them waiting together run in batches of at most --max-batch-tokens tokens, each
+    window counted with its <S> and </S>, and each answer is what embed gives alone."""
     limit = 1100
     counted = []
-    embed_sentences = served_bilm.embedder.embed
+    run_pieces = served_bilm.embedder.run_pieces
 
-    def counting(sentences):
-        sentences = list(sentences)
-        counted.append(sum(len(s) + 2 for s in sentences))
-        return embed_sentences(sentences)
+    def counting(pieces):
+        counted.append(sum(len(p.words) + 2 for p in pieces))
+        return run_pieces(pieces)
 
     body = {"texts": ["!?" * 250], "lang": "en"}
     with client(served_bilm, limits=Limits(max_tokens=600, max_sentences=8),
                 batching=Batching(max_wait_ms=300, max_batch_tokens=limit)) as c:
-        served_bilm.embedder.embed = counting
+        served_bilm.embedder.run_pieces = counting
         try:
             results = [None] * 4
 
@@ -264,11 +264,49 @@ def test_a_batch_never_holds_more_real_tokens_than_its_limit(served_bilm):
                 t.join(60)
             stats = c.get("/v1/info").json()["stats"]
         finally:
-            del served_bilm.embedder.embed
+            del served_bilm.embedder.run_pieces
     assert [r.status_code for r in results] == [200] * 4
-    assert all(len(r.json()["tokens"][0]) == 500 for r in results)
-    assert sum(counted) == 4 * 502 and max(counted) <= limit, counted
-    assert stats["largest_batch_tokens"] == max(counted)
+    tokens = results[0].json()["tokens"][0]
+    assert len(tokens) == 500
+    assert sum(counted) == 4 * (252 + 302 + 152) and max(counted) <= limit, counted
+    assert stats["largest_batch_tokens"] == max(counted) and stats["requests"] == 4
+    alone = next(iter(served_bilm.embedder.embed([tokens])))
+    for result in results:
+        assert_close(result.json()["embeddings"][0], alone)
+
+
+def test_a_long_request_shares_the_model_with_short_ones(served_bilm, embedded):
+    """A request of 64 sentences of 250 tokens runs in steps of about --step-tokens: a short
+    request sent while it runs is answered long before it, and both answers are embed's."""
+    long_body = {"sentences": [["word"] * 250] * 64, "layers": "top"}
+    order = []
+    with client(served_bilm, limits=Limits(max_tokens=20000, max_sentences=64),
+                batching=Batching(max_batch_tokens=20000, step_tokens=512)) as c:
+        batcher = c.app_state.batcher
+
+        def ask_long():
+            order.append(("long", embed(c, long_body).json()["embeddings"]))
+
+        thread = threading.Thread(target=ask_long)
+        thread.start()
+        until(lambda: batcher.stats["batches"] >= 2)  # the long request is under way
+        short = embed(c, {"sentences": [embedded["sentences"][3]]}).json()["embeddings"][0]
+        order.append(("short", short))
+        answered_at = batcher.stats["batches"]
+        thread.join(120)
+        batches = batcher.stats["batches"]
+    assert [name for name, _ in order] == ["short", "long"]
+    assert batches - answered_at >= 10  # the long one ran on for many steps after it
+    assert_close(short, embedded["all"][3])
+    alone = next(iter(top_layer_embedder(served_bilm).embed([["word"] * 250])))
+    for got in order[1][1]:
+        assert_close(got, alone)
+
+
+def top_layer_embedder(served):
+    from spacy_elmo.bilm.embedder import Embedder
+
+    return Embedder(served.bilm, layers="top", window=served.embedder.window)
 
 
 def metric(text: str, name: str) -> float:

@@ -1,11 +1,12 @@
 """The batcher alone (no HTTP): which jobs run together, what runs when, and stopping."""
 
 import threading
+import time
 from concurrent.futures import CancelledError
 
 import pytest
 
-from spacy_elmo.serve.batcher import Batcher
+from spacy_elmo.serve.batcher import CONTINUE, Batcher
 from spacy_elmo.serve.inputs import ClientError
 
 
@@ -177,3 +178,78 @@ def test_a_worker_that_cannot_start_refuses_with_why():
         batcher.submit("embed", "b", 1).result(1)
     assert not batcher.alive and not batcher.stopping
     batcher.close(10)
+
+
+class Steps:
+    """A runner whose payload "long:N" needs N steps of 100 tokens (CONTINUE until its last);
+    any other payload runs in one step of 10 tokens. Records the batches."""
+
+    def __init__(self):
+        self.left = {}
+        self.batches = []
+
+    def measure(self, kind, payload):
+        if not payload.startswith("long"):
+            return 10, 10
+        left = self.left.get(payload, int(payload.split(":")[1]))
+        return 100, 100 * left
+
+    def __call__(self, kind, payloads):
+        self.batches.append(list(payloads))
+        outcomes = []
+        for payload in payloads:
+            if payload.startswith("long"):
+                left = self.left.setdefault(payload, int(payload.split(":")[1])) - 1
+                self.left[payload] = left
+                outcomes.append(CONTINUE if left else f"done {payload}")
+            else:
+                outcomes.append(f"done {payload}")
+        return outcomes
+
+
+def test_a_long_job_runs_in_steps_beside_new_ones():
+    """Steps of an ongoing job join batches after the new jobs, taking at most as many
+    tokens as they do (at least step_tokens), so a short job never waits for all its steps."""
+    run = Steps()
+    batcher = Batcher(run, max_wait_s=0.0, max_cost=1000, measure=run.measure,
+                      step_tokens=100)
+    long = batcher.submit("embed", "long:5", 100)
+    batcher.start()
+    assert long.result(10) == "done long:5"
+    assert run.batches == [["long:5"]] * 5  # alone: a step a batch, at most step_tokens
+    run.batches.clear()
+    long = batcher.submit("embed", "long:3", 100)
+
+    deadline = time.monotonic() + 10
+    while not run.batches and time.monotonic() < deadline:
+        time.sleep(0.001)
+    short = [batcher.submit("embed", f"s{i}", 10) for i in range(3)]
+    assert [f.result(10) for f in short] == ["done s0", "done s1", "done s2"]
+    assert long.result(10) == "done long:3"
+    batcher.close(10)
+    assert sum(batch.count("long:3") for batch in run.batches) == 3
+    assert batcher.stats["requests"] == 1 + 1 + 3  # a job counts once, however many steps
+
+
+def test_a_stop_refuses_a_job_between_its_steps():
+    run = Steps()
+    gate = threading.Event()
+
+    def held(kind, payloads):
+        outcomes = run(kind, payloads)
+        gate.wait(10)
+        return outcomes
+
+    batcher = Batcher(held, max_wait_s=0.0, measure=run.measure, step_tokens=100)
+    batcher.start()
+    long = batcher.submit("embed", "long:50", 100)
+
+    deadline = time.monotonic() + 10
+    while not run.batches and time.monotonic() < deadline:
+        time.sleep(0.001)
+    batcher.begin_stop(0.0)  # past the grace period at once: the next step is refused
+    gate.set()
+    with pytest.raises(ClientError, match=r"\[E216\]"):
+        long.result(10)
+    batcher.close(10)
+    assert len(run.batches) == 1 and batcher.stats["refused"] == 1
