@@ -181,7 +181,7 @@ def slow_reader(port: int, deadline: float, tally: Tally) -> None:
         try:
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.settimeout(10)
+            sock.settimeout(120)  # a patient client: it waits for its answer, then reads slowly
             sock.connect(("127.0.0.1", port))
             with sock:
                 sock.sendall(head + body)

@@ -127,7 +127,7 @@ def upstream_component(upstream: str) -> str:
 MIX_RULES = {"upstream": string(), "weights": path(optional=True),
              "options": path(optional=True), "grad_factor": number(0),
              "layer_norm": boolean(), "dropout": number(0, 1, high_open=True),
-             "width": integer(1, optional=True)}
+             "width": integer(1, optional=True), "elmo_at_output": boolean()}
 
 
 @registry.architectures("spacy-elmo.ElmoListener.v1")
@@ -147,16 +147,43 @@ def build_elmo_listener(
     with the task's gradients scaled by that factor. features, e.g. spacy.MultiHashEmbed.v2,
     are concatenated before the ELMo vector ([x_k ; ELMo_k]). width: project [x ; ELMo] to
     this width (Maxout + layer norm) so that the task learns its own features from them;
-    encode: then a contextual encoder of that width, e.g. spacy.MaxoutWindowEncoder.v2 (the
+    encode: then a contextual encoder of that width, e.g. spacy-elmo.TaskEncoder.v1 (the
     paper feeds ELMo into the task's own recurrent encoder).
     """
+    return _listener("spacy-elmo.ElmoListener.v1", upstream, grad_factor, layer_norm,
+                     dropout, features, width, encode, False)
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v2")
+def build_elmo_listener_v2(
+    *,
+    upstream: str = "*",
+    grad_factor: float = 0.0,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    features: Optional[Model[List[Doc], List[Floats2d]]] = None,
+    width: Optional[int] = None,
+    encode: Optional[Model[List[Floats2d], List[Floats2d]]] = None,
+    elmo_at_output: bool = False,
+) -> Model[List[Doc], List[Floats2d]]:
+    """As ElmoListener.v1, and with elmo_at_output the ELMo vector again beside the
+    encoder's output (the paper's [h_k ; ELMo_k]; the task then reads width + the biLM's
+    width)."""
+    return _listener("spacy-elmo.ElmoListener.v2", upstream, grad_factor, layer_norm,
+                     dropout, features, width, encode, elmo_at_output)
+
+
+def _listener(name: str, upstream: str, grad_factor: float, layer_norm: bool, dropout: float,
+              features: Optional[Model], width: Optional[int], encode: Optional[Model],
+              elmo_at_output: bool) -> Model[List[Doc], List[Floats2d]]:
     check_all({"upstream": upstream, "grad_factor": grad_factor, "layer_norm": layer_norm,
-               "dropout": dropout, "width": width}, MIX_RULES, Errors.E020,
-              {key: f"spacy-elmo.ElmoListener.v1 {key}" for key in MIX_RULES})
+               "dropout": dropout, "width": width, "elmo_at_output": elmo_at_output},
+              MIX_RULES, Errors.E020, {key: f"{name} {key}" for key in MIX_RULES})
     receiver = ElmoListener(upstream, grad_factor)
     mixed: Model[List[Doc], List[Floats2d]] = chain(
         receiver, ScalarMix(layer_norm=layer_norm, dropout=dropout))
-    return assemble(mixed, receiver, features, width, encode, "spacy-elmo.ElmoListener.v1")
+    return assemble(mixed, receiver, features, width, encode, name,
+                    elmo_at_output=elmo_at_output)
 
 
 def private_runner(elmo: Model, grad_factor: float) -> Model[List[Doc], List[Floats3d]]:
@@ -187,14 +214,19 @@ def replace_listener(new_model: Model, listener: Model, component: Any) -> Model
 
 def replace_listener_cfg(elmo_cfg: Dict[str, Any], listener_cfg: Dict[str, Any], *,
                          source: BilmSource = BilmSource()) -> Dict[str, Any]:
-    """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 block with the `elmo`
+    """The config of `replace_listener`'s result: an ElmoTok2Vec.v2 (v3 for a v2 listener)
+    block with the `elmo`
     component's model block and `source`, where its biLM came from (a pipeline trained again
     from this config loads the same biLM; a saved one carries it anyway)."""
-    cfg: Dict[str, Any] = {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",
-                           "elmo": dict(elmo_cfg), **source.to_cfg()}
+    keys = ["grad_factor", "layer_norm", "dropout", "features", "width", "encode"]
+    name = "spacy-elmo.ElmoTok2Vec.v2"
+    if "elmo_at_output" in listener_cfg:  # a v2 listener's setting: ElmoTok2Vec.v3 has it
+        keys.append("elmo_at_output")
+        name = "spacy-elmo.ElmoTok2Vec.v3"
+    cfg: Dict[str, Any] = {"@architectures": name, "elmo": dict(elmo_cfg), **source.to_cfg()}
     if source.weights_format == "auto":
         del cfg["weights_format"]
-    for key in ("grad_factor", "layer_norm", "dropout", "features", "width", "encode"):
+    for key in keys:
         if key in listener_cfg:
             cfg[key] = listener_cfg[key]
     return cfg

@@ -14,6 +14,7 @@ from thinc.types import Floats2d
 from ..bilm.sources import BilmSource
 from ..errors import ElmoError, Errors
 from .elmo_model import load_weights
+from .encoders import ELMO_AT_OUTPUT, with_elmo_at_output
 from .scalar_mix import scalar_mixes
 
 
@@ -34,22 +35,31 @@ class Listening(Protocol):
 
 
 def assemble(mixed: Model, source: Model, features: Optional[Model], width: Optional[int],
-             encode: Optional[Model], where: str) -> Model[List[Doc], List[Floats2d]]:
-    """[features ;] mix, then optionally a Maxout projection to `width` and an encoder.
-    `source`: the listener, or the runner of a private biLM (its ElmoModel holds the
-    `source` attr, a BilmSource)."""
+             encode: Optional[Model], where: str, *, elmo_at_output: bool = False
+             ) -> Model[List[Doc], List[Floats2d]]:
+    """[features ;] mix, then optionally a Maxout projection to `width` and an encoder, and
+    with `elmo_at_output` the mix again beside their output. `source`: the listener, or the
+    runner of a private biLM (its ElmoModel holds the `source` attr, a BilmSource)."""
     inner = mixed if features is None else concatenate(features, mixed)
     refs: Dict[str, Optional[Model]] = {"elmo_source": source}
     if features is not None:
         refs["features"] = features
-    if encode is not None and width is None:
+    if (encode is not None or elmo_at_output) and width is None:
         raise ElmoError(Errors.E057.format(where=where))
     if width is not None:
-        inner = chain(inner, with_array(Maxout(nO=width, nP=3, normalize=True)))
-        if encode is not None:
-            inner = chain(inner, encode)
+        projection = with_array(Maxout(nO=width, nP=3, normalize=True))
+        if elmo_at_output:
+            head = projection if encode is None else chain(projection, encode)
+            inner = chain(inner, with_elmo_at_output(head))
+        else:  # the layout 1.0 saved: its pipelines load into it
+            inner = chain(inner, projection)
+            if encode is not None:
+                inner = chain(inner, encode)
+    # with ELMo at the output the width is known once the biLM is (at initialize): the
+    # task's layers then take it from their input
     return Model("elmo-tok2vec", _delegate, layers=[inner], init=_init_width,
-                 dims={"nO": width}, refs=refs, attrs={"width": width})
+                 dims={"nO": None if elmo_at_output else width}, refs=refs,
+                 attrs={"width": width, "elmo_at_output": elmo_at_output})
 
 
 def _delegate(model: Model, docs: List[Doc], is_train: bool) -> Tuple[Any, Callable]:
@@ -74,10 +84,15 @@ def _init_width(model: Model, X: Optional[List[Doc]] = None, Y: Any = None) -> N
     for mix in scalar_mixes(inner):
         mix.set_dim("nL", dims_from.get_dim("nL"), force=True)
         mix.set_dim("nI", dims_from.get_dim("nO"), force=True)
+    for node in inner.walk():
+        if node.name == ELMO_AT_OUTPUT:
+            node.set_dim("elmo_width", dims_from.get_dim("nO"), force=True)
     inner.initialize(X=X)
     width = model.attrs["width"]
     if width is None:
         width = dims_from.get_dim("nO")
         if model.has_ref("features"):
             width += model.get_ref("features").get_dim("nO")
+    elif model.attrs.get("elmo_at_output"):
+        width += dims_from.get_dim("nO")
     model.set_dim("nO", width, force=True)

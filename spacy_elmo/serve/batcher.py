@@ -32,7 +32,7 @@ import logging
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
@@ -45,12 +45,23 @@ Measure = Callable[[str, Any], Tuple[int, int]]
 log = logging.getLogger("uvicorn.error")
 
 
+class JobFuture(Future):
+    """A job's future, which remembers being cancelled even while the job runs (a running
+    future cannot be cancelled): the client left, so its remaining steps are dropped."""
+
+    abandoned = False
+
+    def cancel(self) -> bool:
+        self.abandoned = True
+        return super().cancel()
+
+
 @dataclass
 class Job:
     kind: str
     payload: Any
     cost: int  # of its next step, once measured
-    future: Future = field(default_factory=Future)
+    future: JobFuture = field(default_factory=JobFuture)
     measured: bool = False
     steps: int = 0  # run so far: a job with steps is running (its future too)
     long: bool = False  # needs more than one step
@@ -232,8 +243,10 @@ class Batcher:
         if self._past_grace():
             self._refuse(job)
             return False
-        if job.future.cancelled():
+        if job.future.cancelled() or job.future.abandoned:
             self.stats["cancelled"] += 1
+            if job.steps and not job.future.done():  # running: ended here, its work dropped
+                job.future.set_exception(CancelledError())
             return False
         if self._measure is not None and not job.measured:
             try:

@@ -150,6 +150,7 @@ def _ner_pipeline(weights_dir, tok2vec):
         config["components"]["ner"]["model"]["tok2vec"]["elmo"] = \
             config["components"].pop("elmo")["model"]
         del config["components"]["ner"]["model"]["tok2vec"]["upstream"]
+        del config["components"]["ner"]["model"]["tok2vec"]["elmo_at_output"]  # v2 has none
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in toy_docs(nlp, 8)]
     nlp.initialize(lambda: examples)

@@ -207,7 +207,9 @@ def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir
     nlp.replace_listeners("elmo", "ner", ["model.tok2vec"])
     assert nlp.get_pipe("elmo").listening_components == []
     cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
-    assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v2" and cfg["grad_factor"] == 0.0
+    # the config's ElmoListener.v2 becomes ElmoTok2Vec.v3, which keeps its elmo_at_output
+    assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v3" and cfg["grad_factor"] == 0.0
+    assert cfg["elmo_at_output"] is False
     assert cfg["elmo"] == nlp.config["components"]["elmo"]["model"]
     # trained again from its config, the private biLM loads the same weights
     assert cfg["weights"] == str(weights_dir)

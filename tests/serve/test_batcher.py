@@ -253,3 +253,28 @@ def test_a_stop_refuses_a_job_between_its_steps():
         long.result(10)
     batcher.close(10)
     assert len(run.batches) == 1 and batcher.stats["refused"] == 1
+
+
+def test_a_long_job_whose_client_left_stops_between_its_steps():
+    """A running future cannot be cancelled: the job remembers the cancel, and its next step
+    never runs (its work and memory are dropped)."""
+    run = Steps()
+    gate = threading.Event()
+
+    def held(kind, payloads):
+        outcomes = run(kind, payloads)
+        gate.wait(10)
+        return outcomes
+
+    batcher = Batcher(held, max_wait_s=0.0, measure=run.measure, step_tokens=100)
+    batcher.start()
+    long = batcher.submit("embed", "long:50", 100)
+    deadline = time.monotonic() + 10
+    while not run.batches and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not long.cancel()  # running: refused by the future, remembered by the job
+    gate.set()
+    with pytest.raises(CancelledError):
+        long.result(10)
+    batcher.close(10)
+    assert len(run.batches) == 1 and batcher.stats["cancelled"] == 1
