@@ -47,7 +47,7 @@ def assemble(mixed: Model, source: Model, features: Optional[Model], width: Opti
     if (encode is not None or elmo_at_output) and width is None:
         raise ElmoError(Errors.E057.format(where=where))
     if width is not None:
-        projection = with_array(Maxout(nO=width, nP=3, normalize=True))
+        projection: Model = with_array(Maxout(nO=width, nP=3, normalize=True))
         if elmo_at_output:
             head = projection if encode is None else chain(projection, encode)
             inner = chain(inner, with_elmo_at_output(head))
