@@ -29,6 +29,7 @@ from .holder import BiLMHolder
 from .serialize import (
     CONFIGURED_KEY,
     ConfiguredAttrs,
+    check_shape,
     configured_wins,
     deserialize_holder,
     serialize_holder,
@@ -96,10 +97,7 @@ def load_model_bytes(model: Model, data: bytes) -> None:
         model.from_bytes(data)
     bilm = get_holder(model).bilm
     if bilm is not None:
-        shape = {"nO": bilm.options.output_dim, "nL": bilm.options.n_output_layers}
-        recorded = {dim: model.get_dim(dim) if model.has_dim(dim) else None for dim in shape}
-        if recorded != shape:  # read as damage (E002) within `serialize.reading`
-            raise ValueError(f"its recorded output shape {recorded} is not its biLM's {shape}")
+        check_shape(model, bilm.options.output_dim, bilm.options.n_output_layers)
         _apply_settings(model, bilm)
 
 

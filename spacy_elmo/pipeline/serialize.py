@@ -24,6 +24,7 @@ from .holder import BiLMHolder
 # Written with the biLM's tensors; a biLM saved without one (before 1.0) is refused (E260).
 CHECKSUM = "state_sha256"
 MISMATCH = "the biLM's tensors do not match the checksum saved with them"
+SHAPE = "its recorded output shape {recorded} is not its biLM's {shape}"
 # What a damaged biLM is reported as being read from, and as (E002); `reading` sets
 # it for the file or bytes at hand.
 _SOURCE: ContextVar[Tuple[str, str]] = ContextVar(
@@ -142,3 +143,12 @@ def _read_bilm(data: bytes) -> BiLM:
     state = torch.load(io.BytesIO(msg["state"]), map_location="cpu", weights_only=True)
     bilm.load_state_dict(state)
     return bilm
+
+
+def check_shape(model: Any, width: int, n_layers: int) -> None:
+    """E002 (within `reading`) unless an ElmoModel's recorded dims are those of its biLM:
+    a changed byte there loaded, then failed on every doc."""
+    shape = {"nO": width, "nL": n_layers}
+    recorded = {dim: model.get_dim(dim) if model.has_dim(dim) else None for dim in shape}
+    if recorded != shape:
+        raise _damaged(SHAPE.format(recorded=recorded, shape=shape))
