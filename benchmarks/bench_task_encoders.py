@@ -9,6 +9,7 @@ per second over the dev sample, side by side in one run, with the same-run fp32 
 and the CPU's flags.
 
     python benchmarks/bench_task_encoders.py [--batches 8] [--batch-size 64] [--threads 1]
+        [--repeats 3] [--out benchmarks/results/task_encoders.md]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from spacy.training import Example  # noqa: E402
 from thinc.api import Adam, Config  # noqa: E402
 
 from spacy_elmo.bilm.hardware import cpu_flags, cpu_model  # noqa: E402
+from spacy_elmo.files.atomic import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo" / "data"
@@ -109,6 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write the table here too")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     vocab = spacy.blank("en").vocab
@@ -137,6 +140,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                      f"| {r['words_per_s']:.0f} | {r['words_per_s'] / base['words_per_s']:.2f}x |")
     text = "\n".join(lines) + "\n"
     print(text)
+    if args.out is not None:
+        write_text(args.out, text)
     return text
 
 

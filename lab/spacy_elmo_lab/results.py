@@ -44,7 +44,13 @@ MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo_news": "ELMo listener, news-adapted biLM",
           "elmo_ft": "ELMo listener, biLM fine-tuned (grad_factor 1)",
           "elmo_concat": "[spaCy features ; ELMo]",
-          "elmo_concat_w2v": "[word2vec + features ; ELMo]"}
+          "elmo_concat_w2v": "[word2vec + features ; ELMo]",
+          "cnnw2vall_bilstm": "CNN embed + word2vec (all lm_en), biLSTM encoder",
+          "cnnw2v_bilstm": "CNN embed + word2vec, biLSTM encoder",
+          "elmo_bilstm": "ELMo listener, biLSTM encoder",
+          "elmo_bilstm_out": "ELMo listener, biLSTM encoder, [h ; ELMo]",
+          "elmo_concat_bilstm": "[spaCy features ; ELMo], biLSTM encoder",
+          "elmo_bilstm_attn": "ELMo listener, biLSTM encoder, attention pooling"}
 # a table cell's run directory (scripts/run_table.py): CELL_RUNNING while it trains and
 # evaluates, CELL_DONE (its record) once it has
 CELL_RUNNING, CELL_DONE = "cell.running", "cell.json"

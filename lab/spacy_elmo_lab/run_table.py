@@ -37,6 +37,11 @@ Rows (each only where its inputs exist in the project; --dry-run lists the comma
   elmo_news         Chinese: the ELMo listener over the news-adapted biLM (--news-weights)
   elmo_concat       [spaCy features ; ELMo]
   elmo_concat_w2v   [word2vec + features ; ELMo]
+  cnnw2vall_bilstm  CNN + word2vec (all lm_en) with a biLSTM encoder (cnnw2v_bilstm: Chinese)
+  elmo_bilstm       the ELMo listener with a biLSTM encoder (the paper's task biLSTM)
+  elmo_bilstm_out   the same, with ELMo again at the biLSTM's output ([h ; ELMo])
+  elmo_concat_bilstm  [spaCy features ; ELMo] with a biLSTM encoder
+  elmo_bilstm_attn  text classification: the biLSTM encoder and attention pooling
 
 Where a task compares biLMs (THUCNews: `elmo` over --weights, `elmo_news` over
 --news-weights), its other ELMo rows take the biLM whose ELMo row has the better mean dev

@@ -35,23 +35,28 @@ class Row:
     vectors: bool = False  # static vectors (--paths.vectors) in its embedding
 
 
+# the task biLSTM rows (the paper's design): CNN + word2vec, ELMo and [features ; ELMo] with
+# a biLSTM encoder, and ELMo again at its output; text classification also pools by attention
+BILSTM_ROWS = ("elmo_bilstm", "elmo_bilstm_out", "elmo_concat_bilstm")
 EN_ROWS = ("cnn", "cnnpre", "cnnw2vsame", "cnnw2vall", "elmo", "elmo_concat",
-           "elmo_concat_w2v")
-ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat")
+           "elmo_concat_w2v", "cnnw2vall_bilstm", *BILSTM_ROWS)
+EN_TEXTCAT_ROWS = EN_ROWS + ("elmo_bilstm_attn",)
+ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat", "cnnw2v_bilstm", *BILSTM_ROWS)
 UD_ROWS = ("cnn", "cnnw2vall", "elmo", "elmo_concat", "elmo_concat_w2v")
 TABLES: Dict[str, Dict[str, Task]] = {
     "en": {
         "ner": Task("conll", "ner", EN_ROWS + ("elmo_ft",)),
         "wnut": Task("wnut", "ner", EN_ROWS + ("elmo_ft",)),
-        "sst5": Task("sst5", "textcat", EN_ROWS),
-        "trec": Task("trec", "textcat", EN_ROWS),
+        "sst5": Task("sst5", "textcat", EN_TEXTCAT_ROWS),
+        "trec": Task("trec", "textcat", EN_TEXTCAT_ROWS),
     },
     "zh": {
         "msra": Task("msra", "ner", ZH_NER_ROWS, lang="zh"),
         "weibo": Task("weibo", "ner", ZH_NER_ROWS, lang="zh"),
         "resume": Task("resume", "ner", ZH_NER_ROWS, lang="zh"),
         "thucnews": Task("thucnews", "textcat", ("cnn", "cnnw2v", "elmo", "elmo_news",
-                                                 "elmo_concat", "elmo_concat_w2v"),
+                                                 "elmo_concat", "elmo_concat_w2v",
+                                                 "cnnw2v_bilstm", "elmo_bilstm_attn"),
                          lang="zh", rivals=("elmo", "elmo_news")),
         "thucnewsjieba": Task("thucnews_jieba", "textcat", ("cnn", "elmo"), lang="zh",
                               tokenizer="jieba", bilm="jieba_weights"),
@@ -59,6 +64,10 @@ TABLES: Dict[str, Dict[str, Task]] = {
     # UD English EWT: tagger, morphologizer, parser and lemmatizer in one pipeline
     "ud": {"ud": Task("ud_en_ewt", "ud", UD_ROWS)},
 }
+# the encoder of a CNN baseline's tok2vec component, and of an ELMo task's listener
+CNN_ENCODER = "components.tok2vec.model.encode.kind"
+ENCODER = "components.{kind}.model.tok2vec.encode.kind"
+AT_OUTPUT = "components.{kind}.model.tok2vec.elmo_at_output"
 ROWS: Dict[str, Row] = {
     "cnn": Row("cnn"),
     "cnnpre": Row("cnn", {"init_tok2vec": "pretrain_cnn/model-last.bin"}),
@@ -72,6 +81,17 @@ ROWS: Dict[str, Row] = {
     "elmo_concat": Row("elmo_concat", {"elmo_weights": "{weights}"}),
     "elmo_concat_w2v": Row("elmo_concat", {"elmo_weights": "{weights}", "vectors": "{w2v}"},
                            vectors=True),
+    "cnnw2vall_bilstm": Row("cnn", {"vectors": "vectors/w2v_all/nlp"}, {CNN_ENCODER: "bilstm"},
+                            vectors=True),
+    "cnnw2v_bilstm": Row("cnn", {"vectors": "vectors/zh_w2v/nlp"}, {CNN_ENCODER: "bilstm"},
+                         vectors=True),
+    "elmo_bilstm": Row("elmo", {"elmo_weights": "{weights}"}, {ENCODER: "bilstm"}),
+    "elmo_bilstm_out": Row("elmo", {"elmo_weights": "{weights}"},
+                           {ENCODER: "bilstm", AT_OUTPUT: "true"}),
+    "elmo_concat_bilstm": Row("elmo_concat", {"elmo_weights": "{weights}"},
+                              {ENCODER: "bilstm"}),
+    "elmo_bilstm_attn": Row("elmo", {"elmo_weights": "{weights}"},
+                            {ENCODER: "bilstm", "components.textcat.model.pool": "attention"}),
 }
 W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp",
               "ud": "vectors/w2v_all/nlp"}
