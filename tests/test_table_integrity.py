@@ -286,3 +286,13 @@ def test_follow_gives_the_concat_rows_one_rivals_biLM_without_the_other(tmp_path
                        weights="bilm/zh_wiki", news_weights="bilm/zh_news", jieba_weights="x",
                        max_steps=10, eval_frequency=5, gpu_id=-1, jobs=1, dry_run=False,
                        summary=None, archive=None, follow="cnn")
+
+
+def test_rows_a_task_does_not_have_make_no_cells_for_it():
+    """`--tasks ner,sst5 --rows elmo_bilstm_attn` made a NER cell whose override (a text
+    classifier's pooling) failed after the cells before it had run: a row is a cell only
+    of the tasks that have it."""
+    cells = run_table.make_cells("en", ["ner", "sst5"], ["elmo_bilstm", "elmo_bilstm_attn"],
+                                 [0], {"weights": "null"}, [])
+    assert sorted((c.task, c.row) for c in cells) == [
+        ("ner", "elmo_bilstm"), ("sst5", "elmo_bilstm"), ("sst5", "elmo_bilstm_attn")]

@@ -185,9 +185,11 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
         if follow is not None and follow in task.rivals:
             fixed = {**values, "weights": values[task.bilm]}
             choice = ROWS[follow].paths["elmo_weights"].format(**fixed), None
-        elif task.rivals and any(is_follower(task, r) for r in rows or task.rows):
+        elif task.rivals and any(is_follower(task, r) for r in rows or task.rows
+                                 if r in task.rows):
             choice = choose_bilm(table, name, seeds, values, budget, training)
-        for row_name in rows or task.rows:
+        # the rows asked for that the task has (attention pooling is for classes only)
+        for row_name in task.rows if rows is None else [r for r in rows if r in task.rows]:
             row = ROWS[row_name]
             config, overrides = compose(task, row)
             corpus = Path("corpus") / task.dataset
