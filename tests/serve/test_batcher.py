@@ -231,7 +231,9 @@ def test_a_long_job_runs_in_steps_beside_new_ones():
     assert batcher.stats["requests"] == 1 + 1 + 3  # a job counts once, however many steps
 
 
-def test_a_stop_refuses_a_job_between_its_steps():
+def a_long_job_in_its_first_step():
+    """A batcher running "long:50" (50 steps), held inside its first step until the returned
+    gate is set: (batcher, the job's future, the runner, the gate)."""
     run = Steps()
     gate = threading.Event()
 
@@ -243,10 +245,14 @@ def test_a_stop_refuses_a_job_between_its_steps():
     batcher = Batcher(held, max_wait_s=0.0, measure=run.measure, step_tokens=100)
     batcher.start()
     long = batcher.submit("embed", "long:50", 100)
-
     deadline = time.monotonic() + 10
     while not run.batches and time.monotonic() < deadline:
         time.sleep(0.001)
+    return batcher, long, run, gate
+
+
+def test_a_stop_refuses_a_job_between_its_steps():
+    batcher, long, run, gate = a_long_job_in_its_first_step()
     batcher.begin_stop(0.0)  # past the grace period at once: the next step is refused
     gate.set()
     with pytest.raises(ClientError, match=r"\[E216\]"):
@@ -258,20 +264,7 @@ def test_a_stop_refuses_a_job_between_its_steps():
 def test_a_long_job_whose_client_left_stops_between_its_steps():
     """A running future cannot be cancelled: the job remembers the cancel, and its next step
     never runs (its work and memory are dropped)."""
-    run = Steps()
-    gate = threading.Event()
-
-    def held(kind, payloads):
-        outcomes = run(kind, payloads)
-        gate.wait(10)
-        return outcomes
-
-    batcher = Batcher(held, max_wait_s=0.0, measure=run.measure, step_tokens=100)
-    batcher.start()
-    long = batcher.submit("embed", "long:50", 100)
-    deadline = time.monotonic() + 10
-    while not run.batches and time.monotonic() < deadline:
-        time.sleep(0.001)
+    batcher, long, run, gate = a_long_job_in_its_first_step()
     assert not long.cancel()  # running: refused by the future, remembered by the job
     gate.set()
     with pytest.raises(CancelledError):
