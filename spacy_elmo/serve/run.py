@@ -35,6 +35,7 @@ from .served import Served
 from .settings import ServeSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+LISTEN_BACKLOG = 2048  # uvicorn's default
 log = logging.getLogger("uvicorn.error")
 
 
@@ -61,6 +62,11 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: Optional[list] = None) -> None:
         asyncio.get_running_loop().set_exception_handler(_one_line_errors)
         await super().startup(sockets=sockets)
+        if self.started:  # uvicorn says it only for sockets it made itself
+            for sock in sockets or []:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in host else host
+                log.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
 
     @staticmethod
     def _later(call: Callable[[float], None], grace_s: float) -> None:
@@ -101,6 +107,22 @@ def check_listen(host: str, port: int) -> None:
     except OSError as err:  # socket.gaierror included
         raise ElmoError(Errors.E272.format(host=host, port=port,
                                            err=err.strerror or str(err))) from err
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port and listening (E272 when it cannot be); uvicorn serves
+    on it, and says so once it does."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as err:
+        sock.close()
+        raise ElmoError(Errors.E272.format(host=host, port=port,
+                                           err=err.strerror or str(err))) from err
+    return sock
 
 
 def _one_line_errors(loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
@@ -156,7 +178,7 @@ def serve(served: Served, settings: ServeSettings, *, threads: Optional[int] = N
                             http=protocol_class(guard), lifespan="on", server_header=False)
     server = _Server(config, batcher, settings.shutdown_timeout, guard)
     try:
-        server.run(sockets=[ListeningSocket.take(config.bind_socket(), guard)])
+        server.run(sockets=[ListeningSocket.take(bind(settings.host, settings.port), guard)])
     except SystemExit as err:  # uvicorn could not start (it logged why)
         if server.started:
             raise
