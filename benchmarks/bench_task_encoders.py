@@ -78,13 +78,8 @@ def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
 
 def measure(overrides: Dict[str, object], train: List[Doc], dev: List[Doc], batches: int,
             batch_size: int, repeats: int) -> Dict[str, float]:
-    config = Config().from_disk(ROOT / "configs" / "ner_elmo.cfg")
-    for key, value in overrides.items():
-        node = config["components"]["ner"]["model"]["tok2vec"]
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
+    config = Config().from_disk(ROOT / "configs" / "ner_elmo.cfg", overrides={
+        f"components.ner.model.tok2vec.{key}": value for key, value in overrides.items()})
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in train]
     nlp.initialize(lambda: examples)

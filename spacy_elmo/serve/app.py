@@ -178,7 +178,6 @@ def make_app(served: Served, settings: ServeSettings = ServeSettings(), *,
                       max_queue=batching.max_queue,
                       setup=None if threads is None else _threads_setter(threads),
                       measure=served.measure, step_tokens=batching.step_tokens)
-    served.step_tokens = batching.step_tokens
     state = AppState(served, settings, batcher,
                      Places(settings.connections.max_answers_in_flight),
                      Guard(settings.connections))
@@ -352,12 +351,7 @@ async def _disconnected(request: Request) -> None:
 
 
 def _error(err: ClientError) -> JSONResponse:
-    headers = {"Connection": "close"} if err.close else {}
-    headers["X-Elmo-Error"] = err.code
-    if err.status == 503:
-        headers["Retry-After"] = "1"
-    return JSONResponse({"error": {"code": err.code, "message": str(err),
-                                   "status": err.status}}, err.status, headers=headers)
+    return JSONResponse(err.body(), err.status, headers=err.headers())
 
 
 def _add_error_handlers(app: FastAPI, served: Served) -> None:

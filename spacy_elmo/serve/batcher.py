@@ -40,8 +40,9 @@ from ..errors import Errors, Warnings, first_line
 from .inputs import ClientError
 
 Runner = Callable[[str, List[Any]], List[Any]]
-# a job's next step's cost, and the cost of all its steps left (the same for a job of one)
-Measure = Callable[[str, Any], Tuple[int, int]]
+# (kind, payload, step_tokens) -> a job's next step's cost, of about step_tokens, and the
+# cost of all its steps left (the same for a job of one step)
+Measure = Callable[[str, Any, int], Tuple[int, int]]
 log = logging.getLogger("uvicorn.error")
 
 
@@ -70,6 +71,11 @@ class Job:
     def short(self) -> bool:
         """A job that ends in one step, from its first."""
         return not self.steps and not self.long
+
+    def claim(self) -> bool:
+        """Whether the worker may give this job an outcome: it runs already (since its first
+        step), or it starts now; False when its client left before it started."""
+        return bool(self.steps) or self.future.set_running_or_notify_cancel()
 
 
 class _Signal:
@@ -210,7 +216,7 @@ class Batcher:
         for job in waiting:
             if failure is None:
                 self._refuse(job)
-            elif job.steps or job.future.set_running_or_notify_cancel():
+            elif job.claim():
                 job.future.set_exception(ClientError(
                     Errors.E275.format(err=first_line(failure)), 503))
 
@@ -250,10 +256,10 @@ class Batcher:
             return False
         if self._measure is not None and not job.measured:
             try:
-                job.cost, rest = self._measure(job.kind, job.payload)
+                job.cost, rest = self._measure(job.kind, job.payload, self.step_tokens)
                 job.long = job.long or rest > job.cost
             except Exception as err:  # noqa: BLE001 (this job's own error, e.g. E203)
-                if job.steps or job.future.set_running_or_notify_cancel():
+                if job.claim():
                     job.future.set_exception(err)
                 return False
             job.measured = True
@@ -261,15 +267,13 @@ class Batcher:
 
     def _start(self, job: Job) -> bool:
         """Mark `job` running; False when its client left meanwhile (cancelled)."""
-        if job.steps:  # running since its first step
-            return True
-        if not job.future.set_running_or_notify_cancel():
+        if not job.claim():
             self.stats["cancelled"] += 1
             return False
         return True
 
     def _refuse(self, job: Job) -> None:
-        if job.steps or job.future.set_running_or_notify_cancel():
+        if job.claim():
             job.future.set_exception(ClientError(Errors.E216, 503))
             self.stats["refused"] += 1
 

@@ -31,6 +31,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import Errors, Warnings
+from .inputs import ClientError
 from .settings import Connections
 
 log = logging.getLogger("uvicorn.error")
@@ -117,16 +118,14 @@ def protocol_class(guard: Guard) -> type:
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
 
 
-def _raw_response(status: int, reason: str, message: str) -> bytes:
-    """A whole HTTP/1.1 error answer (JSON, `Connection: close`), written before or instead
-    of h11's own (h11 cannot answer a request it has not read)."""
-    code = message[1:5] if message.startswith("[") else ""
-    body = json.dumps({"error": {"code": code, "message": message, "status": status}},
-                      ensure_ascii=False).encode("utf-8")
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n")
-    if status == 503:
-        head += "retry-after: 1\r\n"
+def _raw_response(err: ClientError, reason: str) -> bytes:
+    """`err`'s whole HTTP/1.1 answer, as the app gives it (JSON, its headers, and
+    `Connection: close`), written before or instead of h11's own (h11 cannot answer a
+    request it has not read)."""
+    body = json.dumps(err.body(), ensure_ascii=False).encode("utf-8")
+    head = f"HTTP/1.1 {err.status} {reason}\r\ncontent-type: application/json\r\n"
+    head += f"content-length: {len(body)}\r\n"
+    head += "".join(f"{name.lower()}: {value}\r\n" for name, value in err.headers().items())
     return head.encode("ascii") + b"\r\n" + body
 
 
@@ -162,9 +161,9 @@ class GuardedH11Protocol(H11Protocol):
         if over > 0:
             self.guard.count("refused", Warnings.W033, open=len(self.connections) - 1,
                              limit=settings.max_connections)
-            self.refuse(503, "Service Unavailable", Errors.E281.format(
-                open=len(self.connections) - 1, limit=settings.max_connections),
-                linger=over <= REFUSED_LINGERING)
+            self.refuse(ClientError(Errors.E281.format(
+                open=len(self.connections) - 1, limit=settings.max_connections), 503,
+                close=True), "Service Unavailable", linger=over <= REFUSED_LINGERING)
             return
         self._arm(settings.header_timeout, self._headers_late)
 
@@ -185,9 +184,9 @@ class GuardedH11Protocol(H11Protocol):
             return
         self.guard.count("header_timeouts")
         if self._got_bytes:
-            self.refuse(408, "Request Timeout", Errors.E282.format(
+            self.refuse(ClientError(Errors.E282.format(
                 what="headers", seconds=self.guard.settings.header_timeout,
-                flag="--header-timeout"))
+                flag="--header-timeout"), 408, close=True), "Request Timeout")
         else:
             self.real_transport.close()
 
@@ -259,11 +258,11 @@ class GuardedH11Protocol(H11Protocol):
             self.cycle.keep_alive = False
 
     # closing --------------------------------------------------------------------------
-    def refuse(self, status: int, reason: str, message: str, *, linger: bool = True) -> None:
-        """Answer `status` with `message` before (or instead of) reading a request, and
-        close (lingering, unless `linger` is False)."""
+    def refuse(self, err: ClientError, reason: str, *, linger: bool = True) -> None:
+        """Answer `err` before (or instead of) reading a request, and close (lingering,
+        unless `linger` is False)."""
         self._disarm()
-        self.real_transport.write(_raw_response(status, reason, message))
+        self.real_transport.write(_raw_response(err, reason))
         if linger:
             self._linger()
         else:

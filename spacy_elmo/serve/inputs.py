@@ -9,7 +9,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence, Type, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar
 from unicodedata import east_asian_width
 
 import numpy as np
@@ -39,6 +39,19 @@ class ClientError(ElmoError):
     @property
     def code(self) -> str:
         return str(self)[1:5]
+
+    def body(self) -> Dict[str, Any]:
+        """Its answer's JSON: `{"error": {"code", "message", "status"}}`."""
+        return {"error": {"code": self.code, "message": str(self), "status": self.status}}
+
+    def headers(self) -> Dict[str, str]:
+        """Its answer's headers: its code; `Connection: close` when the connection closes;
+        `Retry-After` on a 503."""
+        headers = {"Connection": "close"} if self.close else {}
+        headers["X-Elmo-Error"] = self.code
+        if self.status == 503:
+            headers["Retry-After"] = "1"
+        return headers
 
 
 @dataclass

@@ -4,8 +4,8 @@ On the first signal the server stops accepting connections, the batcher refuses 
 requests (E216, HTTP 503) and runs those already waiting; requests still waiting after
 `shutdown_timeout` seconds are refused, never cut off: every request gets a whole answer.
 uvicorn then waits for the connections to finish (up to `shutdown_timeout` + 10 s) and ends
-the app. A second Ctrl-C stops at once. A stop signal ignored when the server started (SIGINT under
-`nohup` or `cmd &` in a script) stays ignored.
+the app. A second Ctrl-C stops at once. A stop signal ignored when the server started
+(SIGINT under `nohup` or `cmd &` in a script) stays ignored.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ import uvicorn
 
 from ..errors import ElmoError, Errors, Warnings, warn
 from .app import make_app
+from .batcher import Batcher
 from .connections import FILES_RESERVED, AcceptPaused, Guard, ListeningSocket, protocol_class
+from .served import Served
+from .settings import ServeSettings
 
 try:
     import resource
 except ImportError:  # not on Windows: no file limit to read
     resource = None  # type: ignore[assignment]
-from .batcher import Batcher
-from .served import Served
-from .settings import ServeSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LISTEN_BACKLOG = 2048  # uvicorn's default
@@ -97,16 +97,8 @@ class _Server(uvicorn.Server):
 
 def check_listen(host: str, port: int) -> None:
     """E272 unless a server could listen on host:port now (port 0: any free one), checked
-    before the model loads; uvicorn binds the same way (SO_REUSEADDR), just after."""
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        for family, kind, proto, _, address in found:
-            with socket.socket(family, kind, proto) as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(address)
-    except OSError as err:  # socket.gaierror included
-        raise ElmoError(Errors.E272.format(host=host, port=port,
-                                           err=err.strerror or str(err))) from err
+    before the model loads, the way `bind` binds just after."""
+    bind(host, port).close()
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -33,7 +33,6 @@ from ..pipeline.component import ElmoComponent
 from ..pipeline.elmo_model import get_holder
 from .batcher import CONTINUE
 from .inputs import ClientError, EmbedJob, ParseJob, check_tokens
-from .settings import Batching
 
 
 @dataclass
@@ -121,7 +120,6 @@ class Served:
                  nlp: Optional[Language] = None, component: Optional[ElmoComponent] = None,
                  component_name: Optional[str] = None) -> None:
         self.embedder = embedder
-        self.step_tokens = Batching.step_tokens  # set by the app from its settings
         self.bilm: BiLM = embedder.bilm
         self.lang = lang
         self.nlp = nlp
@@ -154,7 +152,7 @@ class Served:
         """One outcome a job (a result, or the job's ClientError), in order."""
         return self._embed(jobs) if kind == "embed" else self._parse(jobs)
 
-    def measure(self, kind: str, job: Any) -> Tuple[int, int]:
+    def measure(self, kind: str, job: Any, step_tokens: int) -> Tuple[int, int]:
         """A job's next step in tokens, each window with its <S> and </S>, and the tokens of
         all its steps left. An embed job
         runs as the windows `embed` cuts its sentences into, a step of them at a time (about
@@ -162,7 +160,7 @@ class Served:
         when they are more than the request's limit, E210 for a language without a
         tokenizer). A parse job runs whole: its tokens, each text's <S> and </S>."""
         if kind == "embed":
-            return self._plan(job)
+            return self._plan(job, step_tokens)
         nlp = self.nlp
         assert nlp is not None  # the app routes parse jobs to pipelines only
         with memory_zone(nlp):
@@ -171,9 +169,9 @@ class Served:
         cost = sum(lengths) + 2 * len(lengths)
         return cost, cost
 
-    def _plan(self, job: EmbedJob) -> Tuple[int, int]:
-        """Cut the job into windows (once), choose its next step; its cost, and what is
-        left."""
+    def _plan(self, job: EmbedJob, step_tokens: Optional[int]) -> Tuple[int, int]:
+        """Cut the job into windows (once), choose its next step (None: all it has left);
+        its cost, and what is left."""
         if job.pieces is None:
             sentences = job.sentences
             if sentences is None:
@@ -183,8 +181,8 @@ class Served:
                           for p in self.embedder.pieces(i, tokens)]
             job.outputs = [None] * len(sentences)
         end, cost = job.done, 0
-        while end < len(job.pieces) and (end == job.done or cost + len(
-                job.pieces[end].words) + 2 <= self.step_tokens):
+        while end < len(job.pieces) and (end == job.done or step_tokens is None or cost + len(
+                job.pieces[end].words) + 2 <= step_tokens):
             cost += len(job.pieces[end].words) + 2
             end += 1
         job.step_end = end
@@ -192,14 +190,14 @@ class Served:
 
     # /v1/embed ------------------------------------------------------------------------
     def _embed(self, jobs: List[EmbedJob]) -> List[Any]:
-        """Run each job's step (planned by `measure`; planned here when it was not), and
-        answer each finished job; the others get CONTINUE."""
+        """Run each job's step (planned by `measure`; without it, the whole job), and answer
+        each finished job; the others get CONTINUE."""
         outcomes: List[Any] = [None] * len(jobs)
         steps: List[tuple] = []
         for i, job in enumerate(jobs):
             try:
                 if job.pieces is None:
-                    self._plan(job)
+                    self._plan(job, None)
             except ClientError as err:
                 outcomes[i] = err
                 continue

@@ -51,11 +51,11 @@ class Batching:
 @dataclass(frozen=True)
 class Connections:
     """What one client may hold of the server, and for how long: at most `max_connections`
-    open at once (more are answered 503 and closed, E277); a request's headers within
+    open at once (more are answered 503 and closed, E281); a request's headers within
     `header_timeout` seconds of the connection's start or its previous answer, and its body
-    within `body_timeout` seconds (else 408, E278); `keep_alive_timeout` idle seconds between
+    within `body_timeout` seconds (else 408, E282); `keep_alive_timeout` idle seconds between
     requests; an answer the client reads nothing of for `send_timeout` seconds is dropped
-    with its connection (W036). At most `max_answers_in_flight` requests hold a place from
+    with its connection (W034). At most `max_answers_in_flight` requests hold a place from
     the model to the end of their answer's sending; more wait for one."""
 
     max_connections: int = 512

@@ -30,25 +30,15 @@ SENTENCES = [("Alice Smith works in Paris .", [(0, 2, "PER"), (4, 5, "LOC")]),
              ("Carol Jones moved to Oslo .", [(0, 2, "PER"), (4, 5, "LOC")])]
 
 
-def set_path(config: Config, dotted: str, value: Any) -> None:
-    *parents, key = dotted.split(".")
-    node = config
-    for part in parents:
-        node = node[part]
-    node[key] = value
-
-
 def config_for(name: str, weights_dir: Path, component: str, variant: Dict[str, Any],
                extra: Dict[str, Any]) -> Config:
-    config = Config().from_disk(CONFIGS / name,
-                                overrides={"paths.elmo_weights": str(weights_dir)})
+    """configs/`name`, small and without dropout, with the variant's settings of the
+    component's listener and `extra` overrides (by their full path)."""
     tok2vec = f"components.{component}.model.tok2vec"
-    set_path(config, f"{tok2vec}.width", WIDTH)
-    set_path(config, f"{tok2vec}.dropout", 0.0)
-    set_path(config, f"{tok2vec}.encode.width", WIDTH)
-    for key, value in {**variant, **extra}.items():
-        set_path(config, key if key.startswith("components.") else f"{tok2vec}.{key}", value)
-    return config
+    overrides = {"paths.elmo_weights": str(weights_dir), f"{tok2vec}.width": WIDTH,
+                 f"{tok2vec}.dropout": 0.0, f"{tok2vec}.encode.width": WIDTH,
+                 **{f"{tok2vec}.{key}": value for key, value in variant.items()}, **extra}
+    return Config().from_disk(CONFIGS / name, overrides=overrides)
 
 
 def ner_examples(nlp) -> List[Example]:
@@ -117,17 +107,15 @@ def test_textcat_with_each_encoder_and_pool_trains_and_reloads(weights_dir, tmp_
 
 @pytest.mark.parametrize("variant", ["bilstm", "bilstm_elmo_at_output"])
 def test_tagger_and_parser_with_a_biLSTM_train_and_reload(weights_dir, tmp_path, variant):
-    config = Config().from_disk(CONFIGS / "ud_elmo.cfg",
-                                overrides={"paths.elmo_weights": str(weights_dir)})
+    overrides = {"paths.elmo_weights": str(weights_dir)}
+    for name in ("tagger", "parser"):
+        tok2vec = f"components.{name}.model.tok2vec"
+        overrides.update({f"{tok2vec}.width": WIDTH, f"{tok2vec}.encode.width": WIDTH,
+                          **{f"{tok2vec}.{key}": v for key, v in VARIANTS[variant].items()}})
+    config = Config().from_disk(CONFIGS / "ud_elmo.cfg", overrides=overrides)
     config["nlp"]["pipeline"] = ["elmo", "tagger", "parser"]
     for name in ("morphologizer", "trainable_lemmatizer"):
         del config["components"][name]
-    for name in ("tagger", "parser"):
-        tok2vec = f"components.{name}.model.tok2vec"
-        set_path(config, f"{tok2vec}.width", WIDTH)
-        set_path(config, f"{tok2vec}.encode.width", WIDTH)
-        for key, value in VARIANTS[variant].items():
-            set_path(config, f"{tok2vec}.{key}", value)
     nlp, loaded, losses = train_and_reload(config, ud_examples, tmp_path, steps=6)
     for name in ("tagger", "parser"):
         assert losses[-1][name] < losses[0][name], (name, losses)

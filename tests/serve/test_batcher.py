@@ -188,7 +188,7 @@ class Steps:
         self.left = {}
         self.batches = []
 
-    def measure(self, kind, payload):
+    def measure(self, kind, payload, step_tokens):
         if not payload.startswith("long"):
             return 10, 10
         left = self.left.get(payload, int(payload.split(":")[1]))
