@@ -1,6 +1,9 @@
 """Does a wider biLM learn more than the same one, at equal CPU time, both from one trained biLM?
 
     python benchmarks/widen_study.py DATA_DIR [--start benchmarks/results/en_long/export]
+
+(the default start is the long English run's export, out of the tree since it finished:
+`git checkout 4e54c30 -- benchmarks/results/en_long/export` puts it back)
         [--lstm-dim 1024] [--cpu-minutes 60] [--runs runs/widen]
         [--out benchmarks/results/widen_study.md]
 
