@@ -1,11 +1,11 @@
 """Does a wider biLM learn more than the same one, at equal CPU time, both from one trained biLM?
 
     python benchmarks/widen_study.py DATA_DIR [--start benchmarks/results/en_long/export]
+        [--lstm-dim 1024] [--cpu-minutes 60] [--runs runs/widen]
+        [--out benchmarks/results/widen_study.md]
 
 (the default start is the long English run's export, out of the tree since it finished:
 `git checkout 4e54c30 -- benchmarks/results/en_long/export` puts it back)
-        [--lstm-dim 1024] [--cpu-minutes 60] [--runs runs/widen]
-        [--out benchmarks/results/widen_study.md]
 
 Two arms continue START on DATA_DIR/lm_en with the long English run's config and one recipe
 (lazy Adam 3e-4 after a 500-step warmup, constant, seed 5): `same` keeps START's shape,
