@@ -33,8 +33,8 @@ import torch  # noqa: E402
 from spacy_elmo_lab.timing import best_time, make_sentences  # noqa: E402
 
 from spacy_elmo.bilm import BiLM, BiLMOptions, WordCache, batch_to_ids, preset  # noqa: E402
+from spacy_elmo.bilm.hardware import cpu_model  # noqa: E402
 from spacy_elmo.files.atomic import write_text  # noqa: E402
-from spacy_elmo.pretrain.machine import cpu_model  # noqa: E402
 
 ALLENNLP_TOKENS_PER_S = {"small": 1400, "medium": 900, "original": 300}
 MODES = ("no cache", "cache cold", "cache warm")

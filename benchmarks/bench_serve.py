@@ -44,7 +44,7 @@ from spacy_elmo_lab.timing import make_sentences  # noqa: E402
 from spacy_elmo.bilm import BiLM, preset  # noqa: E402
 from spacy_elmo.bilm.embedder import Embedder  # noqa: E402
 from spacy_elmo.bilm.hardware import cpu_flags, cpu_isa, cpu_model  # noqa: E402
-from spacy_elmo.bilm.weights import save_bilm  # noqa: E402
+from spacy_elmo.bilm.io.weights import save_bilm  # noqa: E402
 from spacy_elmo.files.atomic import write_text  # noqa: E402
 
 LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")

@@ -51,7 +51,7 @@ from spacy_elmo_lab.timing import make_sentences
 
 from spacy_elmo.bilm.hardware import cpu_flags, cpu_isa, cpu_model
 from spacy_elmo.files.atomic import write_text
-from spacy_elmo.serve.settings import Connections, Limits
+from spacy_elmo.serve.limits import Connections, Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "spacy_elmo" / "data" / "elmo_en_small"

@@ -26,8 +26,8 @@ from bench_embed import matmul_rate  # benchmarks/bench_embed.py, beside this sc
 from spacy_elmo_lab.run_table import run_cells
 from spacy_elmo_lab.table import make_cells
 
+from spacy_elmo.bilm.hardware import cpu_model
 from spacy_elmo.files.atomic import write_text
-from spacy_elmo.pretrain.machine import cpu_model
 
 
 def main(table: str = "en", tasks: str = "trec", rows: str = "cnn,elmo", seeds: str = "0,1",

@@ -35,10 +35,10 @@ from spacy_elmo_lab.probe_wsd import cached_probe as wsd_probe
 from spacy_elmo_lab.probes import best_layer, probe_data
 from spacy_elmo_lab.wic import cached_probe, chosen
 
+from spacy_elmo.bilm.hardware import cpu_model
 from spacy_elmo.files.atomic import write_text
 from spacy_elmo.files.json_io import write_json
 from spacy_elmo.pretrain.config import PretrainConfig
-from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.pretrain.rundir import read_metrics
 
 

@@ -114,7 +114,7 @@ def embedded_at(tmp_path: Path, sentences, weights: Path, precisions):
     file written, and precision -> a tensor per sentence."""
     import h5py
 
-    from spacy_elmo.cli.embed import embed_file
+    from spacy_elmo.embed.job import embed_file
 
     text = tmp_path / "in.txt"
     text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")

@@ -9,6 +9,7 @@ A `--flag` in prose or in a span without a command is not checked (it has no com
 CHANGELOG.md and benchmarks/results/*.md are history: only their links are checked."""
 import inspect
 import re
+import subprocess
 import shlex
 import unicodedata
 from dataclasses import dataclass, field
@@ -260,6 +261,39 @@ class Context:
         path = self.root / "project.yml"
         return srsly.read_yaml(path) if path.exists() else {}
 
+    @cached_property
+    def elsewhere(self) -> List[str]:
+        """Paths the docs may name that are not in the tree: what a project command writes
+        (its outputs), and what a doc says to restore with `git checkout HASH -- PATH`
+        (checked to be in that commit where the clone has history)."""
+        found = [out for command in self.project.get("commands", [])
+                 for out in command.get("outputs", []) if "$" not in out]
+        text = "\n".join(f.read_text(encoding="utf-8") for f in doc_files(self.root))
+        for commit, path in set(CHECKOUT.findall(text)):
+            assert in_commit(self.root, commit, path), f"{path} is not in commit {commit}"
+            found.append(path)
+        return found
+
+    def exists(self, path: str) -> bool:
+        return (self.root / path).exists() or any(
+            path == other or path.startswith(other.rstrip("/") + "/")
+            or other.startswith(path.rstrip("/") + "/") for other in self.elsewhere)
+
+
+CHECKOUT = re.compile(r"git checkout ([0-9a-f]{7,40}) -- ([\w./-]+)")
+
+
+def in_commit(root: Path, commit: str, path: str) -> bool:
+    """Whether `commit` has `path` (True in a clone without that history: nothing to ask)."""
+    if not (root / ".git").exists():
+        return True
+    known = subprocess.run(["git", "cat-file", "-e", commit], cwd=root, capture_output=True)
+    if known.returncode != 0:  # a shallow clone
+        return True
+    found = subprocess.run(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=root,
+                           capture_output=True)
+    return found.returncode == 0
+
 
 def config_keys(path: Path) -> Config:
     return Config().from_disk(path, interpolate=False)
@@ -356,7 +390,7 @@ def check_paths(code: Code, ctx: Context) -> Iterator[str]:
             if "*" in pattern:
                 if not any(ctx.root.glob(pattern.rstrip("/"))):
                     yield f"no file matches {raw}"
-            elif not (ctx.root / pattern).exists():
+            elif not ctx.exists(pattern):
                 yield f"no such file: {pattern}"
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from spacy_elmo.bilm import StatefulBiLM, batch_to_ids, load_bilm
-from spacy_elmo.pipeline.elmo_model import get_holder
+from spacy_elmo.ml.elmo_model import get_holder
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -1,6 +1,7 @@
 """The package's imports: no cycles (TYPE_CHECKING and function-level imports included), the
-layering of design.md: errors/files <- bilm <- pipeline, pretrain <- serve <- cli (the
-project's lab on top: tests/experiments/test_boundaries.py)."""
+layering of CONTRIBUTING.md: errors/files <- bilm <- ml <- pipeline, pretrain, embed <- serve
+<- cli (the project's lab on top: tests/experiments/test_boundaries.py), and the biLM's
+computation apart from its files (`bilm/io` imports the biLM, never the other way)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # The layer of each part of the package: a module may import its own part and lower layers
 # only. The top-level modules other than those named are the base (errors, files, ...).
-LAYERS = {"bilm": 1, "pipeline": 2, "pretrain": 2, "serve": 3, "cli": 4, "__main__": 5}
+LAYERS = {"bilm": 1, "ml": 2, "pretrain": 2, "pipeline": 3, "embed": 3, "serve": 4, "cli": 5,
+          "__main__": 6}
 # Third-party packages a part must not import (pretrain may: spaCy's tokenizers split its
 # corpus).
 FORBIDDEN = {"bilm": ("spacy", "thinc")}
+# The biLM's files (`bilm.io`) stand on its computation; the computation reads no files.
+IO = "spacy_elmo.bilm.io"
 
 
 def module_name(path: Path) -> str:
@@ -119,6 +123,17 @@ def layering_violations(graph_: Dict[str, Set[str]]) -> List[Tuple[str, str]]:
     return sorted(bad)
 
 
+def io_violations(graph_: Dict[str, Set[str]]) -> List[Tuple[str, str]]:
+    """Imports of `bilm.io` by the rest of `bilm` (its package's __init__ may re-export)."""
+    return sorted((name, dep) for name, deps in graph_.items()
+                  if name.startswith("spacy_elmo.bilm.") and not name.startswith(IO)
+                  for dep in deps if dep.startswith(IO))
+
+
+def test_bilm_computation_reads_no_files() -> None:
+    assert io_violations(graph()) == []
+
+
 def test_no_import_cycle() -> None:
     cycle = find_cycle(internal(graph()))
     assert cycle is None, " -> ".join(cycle or [])
@@ -132,15 +147,18 @@ def test_checks_find_what_they_look_for() -> None:
     """The checks see TYPE_CHECKING and function-level imports, and relative ones."""
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    fake = {"spacy_elmo.bilm.x": {"spacy_elmo.pipeline.y", "thinc.api"},
-            "spacy_elmo.pipeline.y": {"spacy_elmo.pretrain.z", "spacy_elmo.bilm.x"},
-            "spacy_elmo.cli.c": {"spacy_elmo.pipeline.y", "spacy_elmo.errors"}}
+    fake = {"spacy_elmo.bilm.x": {"spacy_elmo.ml.y", "thinc.api"},
+            "spacy_elmo.ml.y": {"spacy_elmo.pretrain.z", "spacy_elmo.bilm.x"},
+            "spacy_elmo.cli.c": {"spacy_elmo.ml.y", "spacy_elmo.errors"}}
     assert layering_violations(fake) == [
-        ("spacy_elmo.bilm.x", "spacy_elmo.pipeline.y"), ("spacy_elmo.bilm.x", "thinc.api"),
-        ("spacy_elmo.pipeline.y", "spacy_elmo.pretrain.z")]
+        ("spacy_elmo.bilm.x", "spacy_elmo.ml.y"), ("spacy_elmo.bilm.x", "thinc.api"),
+        ("spacy_elmo.ml.y", "spacy_elmo.pretrain.z")]
+    assert io_violations({"spacy_elmo.bilm.model": {"spacy_elmo.bilm.io.weights"},
+                          "spacy_elmo.bilm.io.weights": {"spacy_elmo.bilm.model"}}) == [
+        ("spacy_elmo.bilm.model", "spacy_elmo.bilm.io.weights")]
     edges = graph()
     assert "spacy_elmo.errors" in edges["spacy_elmo.files.atomic"]
-    assert "spacy_elmo.pipeline.elmo_model" in edges["spacy_elmo.pipeline.tok2vec_output"]
+    assert "spacy_elmo.ml.elmo_model" in edges["spacy_elmo.ml.assemble"]
 
 
 @pytest.mark.parametrize("source,expected", [

@@ -66,7 +66,7 @@ def test_options_json_types(options_dir, section, key, value, message):
 
 
 def test_the_fixture_and_bundled_options_still_load(fixture_dir):
-    from spacy_elmo.bilm.sources import bundled
+    from spacy_elmo.bilm.io.sources import bundled
 
     fixture = BiLMOptions.from_file(fixture_dir / "options.json")
     assert (fixture.lstm_dim, fixture.projection_dim, fixture.n_highway, fixture.n_layers,

@@ -15,7 +15,7 @@ exactly that step). A run that continued other weights (`--init-weights`) record
 own steps: --history says what the weights had been through before (a card row), and
 --earlier-steps / --earlier-tokens how many steps and tokens that was, for a `training in
 all` row (what `scripts/bundled_history.py` plots the biLM at). A
-language gets its bundled default in `spacy_elmo/bilm/sources.py` (`BUNDLED`) once its
+language gets its bundled default in `spacy_elmo/bilm/io/sources.py` (`BUNDLED`) once its
 model is in `spacy_elmo/data/`.
 """
 
@@ -31,7 +31,8 @@ import torch
 import typer
 
 from spacy_elmo.bilm import load_bilm
-from spacy_elmo.bilm.sources import DATA_DIR
+from spacy_elmo.bilm.hardware import describe_device
+from spacy_elmo.bilm.io.sources import DATA_DIR
 from spacy_elmo.files.atomic import atomic_directory, write_text
 from spacy_elmo.files.names import (
     CHECKPOINT_NAME,
@@ -45,7 +46,6 @@ from spacy_elmo.pretrain.checkpoint import load_checkpoint, model_from_checkpoin
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.corpus import resolve_files
 from spacy_elmo.pretrain.export import export_model
-from spacy_elmo.pretrain.machine import describe_device
 from spacy_elmo.pretrain.perplexity import load_lm, text_perplexity
 from spacy_elmo.pretrain.rundir import read_metrics
 

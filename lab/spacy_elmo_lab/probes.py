@@ -12,9 +12,9 @@ import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
+from spacy_elmo.bilm.hardware import cpu_model
 from spacy_elmo.errors import ElmoError, Errors
 from spacy_elmo.files.guard import guard_output
-from spacy_elmo.pretrain.machine import cpu_model
 from spacy_elmo.validation import check_all, integer
 
 # the options both probes' commands take

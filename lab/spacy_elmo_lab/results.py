@@ -26,7 +26,7 @@ import spacy
 import typer
 
 from spacy_elmo.files.atomic import atomic_write, write_text
-from spacy_elmo.pipeline.scalar_mix import scalar_mixes
+from spacy_elmo.ml.scalar_mix import scalar_mixes
 
 from .ud import collect_ud, ud_table
 

@@ -1,5 +1,6 @@
 """What the machine multiplies matrices with: the CPU's name and feature flags, native bf16
-and int8 dot products, and the switch that runs bf16 where it is emulated.
+and int8 dot products, the switch that runs bf16 where it is emulated, the device a
+`--gpu-id` names, and the device in words.
 
 This is the one place that decides whether bf16 is native: on a CPU, the AVX512-BF16 or AMX
 flags (torch's own `torch.backends.cpu.get_cpu_capability()` says "AVX512" both with and
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Set
 
 import torch
+
+from ..errors import ElmoError, Errors
 
 # "1": run precision "bf16" even where this module says it is emulated (slow; tests, or
 # users who accept the speed)
@@ -76,3 +79,22 @@ def native_int8_dot() -> bool:
     activations can use all 8 bits (without it, pairs of products pass through int16 and can
     saturate: 7-bit activations avoid that)."""
     return bool(VNNI_FLAGS & cpu_flags())
+
+
+def select_device(gpu_id: int) -> torch.device:
+    """cpu for a negative id, else cuda:<id> (checked)."""
+    if gpu_id < 0:
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ElmoError(Errors.E015.format(gpu_id=gpu_id))
+    if gpu_id >= count:
+        raise ElmoError(Errors.E023.format(gpu_id=gpu_id, count=count, last=count - 1))
+    return torch.device("cuda", gpu_id)
+
+
+def describe_device(device: torch.device) -> str:
+    """The device in words: "NVIDIA H200" or "2-core AMD EPYC 7B13 (CPU only)"."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{os.cpu_count() or '?'}-core {cpu_model()} (CPU only)"

@@ -11,12 +11,12 @@ import torch
 import typer
 from wasabi import msg
 
-from ..bilm.efml import read_efml
 from ..bilm.hardware import ALLOW_EMULATED_BF16, cpu_isa, cpu_model, native_bf16
 from ..bilm.int8 import int8_engine
+from ..bilm.io.efml import read_efml
+from ..bilm.io.sources import locate
+from ..bilm.io.weights import read_hdf5
 from ..bilm.options import BiLMOptions
-from ..bilm.sources import locate
-from ..bilm.weights import read_hdf5
 from ..errors import ElmoError
 from ..files import PathLike
 from ..files.names import EFML_CHAR_DIC, EFML_ENCODER, EFML_TOKEN_EMBEDDER, EFML_WORD_DIC

@@ -13,11 +13,11 @@ import torch
 import typer
 from wasabi import msg
 
+from ..bilm.hardware import select_device
 from ..errors import ElmoError, Errors, Warnings, warn
-from ..serve.settings import LOCAL_HOSTS, Batching, Connections, Limits, ServeSettings
+from ..serve.limits import LOCAL_HOSTS, Batching, Connections, Limits, ServeSettings
 from ..validation import check_all, thread_count
 from .common import FORMAT_HELP, OPTIONS_HELP, WEIGHTS_HELP, app, fail
-from .embed import select_device
 
 SERVE_HELP = (
     "Serve ELMo vectors over HTTP: POST /v1/embed (and /v1/parse for a pipeline), GET "

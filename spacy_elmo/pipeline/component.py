@@ -18,13 +18,13 @@ from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
 from ..bilm.embedder import mix_layers
-from ..bilm.sources import BilmSource, check_format
+from ..bilm.io.sources import BilmSource, check_format
 from ..errors import ElmoError, Errors, Warnings, warn
+from ..ml.elmo_model import has_bilm, load_model_bytes, load_weights
+from ..ml.listener import ElmoListener, replace_listener, replace_listener_cfg
+from ..ml.serialize import configured_wins, reading
 from ..validation import boolean, check_all, number, numbers, path
-from .elmo_model import has_bilm, load_model_bytes, load_weights
 from .extensions import install_vector_hooks, register_extensions
-from .listener import ElmoListener, replace_listener, replace_listener_cfg
-from .serialize import configured_wins, reading
 
 # The settings' defaults are build_elmo_model's own: spaCy fills them in.
 DEFAULT_MODEL = {"@architectures": "spacy-elmo.ElmoModel.v1"}

@@ -11,10 +11,10 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from ..bilm.io.weights import is_hdf5
 from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
 from ..bilm.options import BiLMOptions
-from ..bilm.weights import is_hdf5
 from ..checksums import content_sha256 as content_checksum
 from ..errors import ElmoError, Errors, first_line
 from ..files import PathLike

@@ -15,10 +15,10 @@ import h5py
 import numpy as np
 import torch
 
-from ..bilm import finite
+from ..bilm.io import finite
+from ..bilm.io.weights import save_bilm, write_hdf5
 from ..bilm.lm import BiLanguageModel
 from ..bilm.model import BiLM
-from ..bilm.weights import save_bilm, write_hdf5
 from ..errors import ElmoError, Errors, damaged
 from ..files import PathLike, names
 from ..files.atomic import atomic_directory, is_temporary

@@ -10,10 +10,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ..bilm.io.sources import locate
+from ..bilm.io.weights import load_files
 from ..bilm.lm import BiLanguageModel, LMBatch
 from ..bilm.lstm import LSTMState
-from ..bilm.sources import locate
-from ..bilm.weights import load_files
 from ..errors import ElmoError, Errors
 from ..files import names
 from ..files.guard import STDOUT, check_writable_path, guard_output

@@ -15,12 +15,13 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from ..bilm.chars import CharIds
+from ..bilm.hardware import describe_device
+from ..bilm.io.sources import locate
+from ..bilm.io.weights import load_bilm
 from ..bilm.lm import BiLanguageModel
 from ..bilm.lstm import LSTMState
 from ..bilm.model import BiLM
 from ..bilm.precision import check_precision
-from ..bilm.sources import locate
-from ..bilm.weights import load_bilm
 from ..errors import ElmoError, Errors, Warnings, first_line, warn
 from ..files import names
 from ..files.atomic import make_directory
@@ -31,7 +32,6 @@ from .checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from .config import PretrainConfig
 from .corpus import SentenceSource, SourceState, TextSettings
 from .export import Softmax, check_finite, export_model, read_softmax, write_snapshot
-from .machine import describe_device
 from .memory import check_memory
 from .optim import make_optimizer
 from .perplexity import evaluate_lm, read_sentences

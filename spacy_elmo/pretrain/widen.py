@@ -11,9 +11,9 @@ from typing import List, Optional
 import torch
 
 from ..bilm.chars import batch_to_ids
+from ..bilm.io.sources import bundled, locate
+from ..bilm.io.weights import load_files
 from ..bilm.model import BiLM
-from ..bilm.sources import bundled, locate
-from ..bilm.weights import load_files
 from ..bilm.widen import widen_lstm
 from ..errors import ElmoError, Errors
 from ..files import PathLike

@@ -35,6 +35,7 @@ from .inputs import (
     embed_job,
     parse_job,
 )
+from .limits import ServeSettings
 from .metrics import Measured, Metrics
 from .schemas import (
     EmbedRequest,
@@ -46,7 +47,6 @@ from .schemas import (
     ParseResponse,
 )
 from .served import Served
-from .settings import ServeSettings
 
 log = logging.getLogger("uvicorn.error")
 GONE = 499  # the client left: the status is logged, never sent

@@ -32,7 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import Errors, Warnings
 from .inputs import ClientError
-from .settings import Connections
+from .limits import Connections
 
 log = logging.getLogger("uvicorn.error")
 LINGER_S = 5.0  # how long a lingering close reads and drops what the client still sends

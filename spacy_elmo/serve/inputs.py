@@ -17,8 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..bilm.windows import Piece
 from ..errors import ElmoError, Errors
+from .limits import Limits
 from .schemas import EmbedRequest, ParseRequest
-from .settings import Limits
 
 M = TypeVar("M", bound=BaseModel)
 BOM = "\ufeff"

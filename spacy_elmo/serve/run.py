@@ -26,8 +26,8 @@ from ..errors import ElmoError, Errors, Warnings, warn
 from .app import make_app
 from .batcher import Batcher
 from .connections import FILES_RESERVED, AcceptPaused, Guard, ListeningSocket, protocol_class
+from .limits import ServeSettings
 from .served import Served
-from .settings import ServeSettings
 
 try:
     import resource

@@ -29,8 +29,8 @@ from ..bilm.windows import MAX_BATCH_TOKENS
 from ..checksums import tensors_sha256
 from ..errors import ElmoError, Errors, first_line
 from ..files.names import PIPELINE_CONFIG, PIPELINE_META
+from ..ml.elmo_model import get_holder
 from ..pipeline.component import ElmoComponent
-from ..pipeline.elmo_model import get_holder
 from .batcher import CONTINUE
 from .inputs import ClientError, EmbedJob, ParseJob, check_tokens
 

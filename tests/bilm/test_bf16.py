@@ -206,7 +206,7 @@ def test_native_bf16_is_read_from_the_cpu_flags_and_from_cuda(monkeypatch):
 def test_embed_writes_bf16_vectors_close_to_fp32_and_refuses_emulated_bf16(
         tmp_path, tiny_weights_dir, monkeypatch):
 
-    from spacy_elmo.cli.embed import embed_file
+    from spacy_elmo.embed.job import embed_file
 
     text, out = embedded_at(tmp_path, SENTENCES, tiny_weights_dir, ("fp32", "bf16"))
     for a, b in zip(out["fp32"], out["bf16"], strict=True):

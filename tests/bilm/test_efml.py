@@ -11,8 +11,8 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import BiLMOptions, load_bilm
-from spacy_elmo.bilm.efml import efml_batch_order, replay_stateful
 from spacy_elmo.bilm.embedder import Embedder
+from spacy_elmo.bilm.io.efml import efml_batch_order, replay_stateful
 from spacy_elmo.cli import app
 from spacy_elmo.cli.info import describe_bilm
 

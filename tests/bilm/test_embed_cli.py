@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
-from spacy_elmo.cli.embed_files import read_lines
 from spacy_elmo.cli.info import describe_bilm
+from spacy_elmo.embed.files import read_lines
 
 from ..conftest import TINY_OPTIONS, make_random_bilm
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
-from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.embed.job import embed_file
 from spacy_elmo.errors import ElmoError
 
 from ..conftest import make_random_bilm

@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-from spacy_elmo.cli.embed import embed_file
-from spacy_elmo.cli.embed_shards import parse_shard, shard_path
+from spacy_elmo.embed.job import embed_file
+from spacy_elmo.embed.shards import parse_shard, shard_path
 from spacy_elmo.errors import ElmoError
 
 LINES = ["The cat sat .", "", "A dog ran far away .", "The cat sat .", "hello",

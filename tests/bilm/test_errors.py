@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from spacy_elmo.bilm import batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.bilm.embedder import Embedder
 from spacy_elmo.cli import app
-from spacy_elmo.cli.embed import embed_file
-from spacy_elmo.cli.embed_files import read_lines
+from spacy_elmo.embed.files import read_lines
+from spacy_elmo.embed.job import embed_file
 from spacy_elmo.errors import ElmoError
 
 from ..conftest import TINY_OPTIONS, make_random_bilm
@@ -92,7 +92,7 @@ def test_huge_options_fail_on_the_shapes_before_the_model_is_allocated(weights_c
     def no_model(*args, **kwargs):
         raise AssertionError("the model was built before the shapes were checked")
 
-    monkeypatch.setattr("spacy_elmo.bilm.weights.BiLM", no_model)
+    monkeypatch.setattr("spacy_elmo.bilm.io.weights.BiLM", no_model)
     TINY_OPTIONS.replace(lstm_dim=10**8).to_file(weights_copy / "options.json")
     with pytest.raises(ElmoError, match=r"\[E004\] .* ask for \(12, 400000000\)"):
         load_bilm(weights_copy)

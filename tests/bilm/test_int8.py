@@ -124,7 +124,7 @@ def test_a_sentence_gets_the_same_int8_vectors_whatever_else_is_in_the_batch():
 
 def test_embed_writes_int8_vectors_close_to_fp32(tmp_path, tiny_weights_dir):
 
-    from spacy_elmo.cli.embed import embed_file
+    from spacy_elmo.embed.job import embed_file
 
     text, out = embedded_at(tmp_path, SENTENCES, tiny_weights_dir, ("fp32", "int8"))
     for a, b in zip(out["fp32"], out["int8"], strict=True):

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm import load_bilm, save_bilm
 from spacy_elmo.bilm.embedder import Embedder
-from spacy_elmo.bilm.sources import BUNDLED, DATA_DIR, fetch
+from spacy_elmo.bilm.io.sources import BUNDLED, DATA_DIR, fetch
 from spacy_elmo.cli import app
-from spacy_elmo.cli.embed import embed_file
-from spacy_elmo.cli.embed_files import read_lines
+from spacy_elmo.embed.files import read_lines
+from spacy_elmo.embed.job import embed_file
 from spacy_elmo.errors import ElmoError, ElmoWarning, Warnings, warn
 from spacy_elmo.pretrain.config import PretrainConfig
 from spacy_elmo.pretrain.trainer import make_bilm
@@ -275,7 +275,7 @@ def test_a_missing_network_config_is_named_once(tmp_path):
 
 def test_embed_never_writes_over_its_model_even_with_overwrite(tmp_path, tiny_weights_dir):
     """`embed in.txt MODEL/weights.hdf5 --weights MODEL --overwrite` replaced the weights."""
-    from spacy_elmo.cli.embed import embed_file
+    from spacy_elmo.embed.job import embed_file
 
     model = tmp_path / "model"
     shutil.copytree(tiny_weights_dir, model)

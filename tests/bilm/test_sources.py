@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import PUBLISHED, batch_to_ids, load_bilm, locate, save_bilm
-from spacy_elmo.bilm.sources import URL_PREFIX_ENV, published_urls
+from spacy_elmo.bilm.io.sources import URL_PREFIX_ENV, published_urls
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.config import PretrainConfig
@@ -218,7 +218,7 @@ def test_a_language_without_a_bundled_biLM_asks_for_weights(lang):
 def test_the_bundled_default_follows_the_pipelines_language(tmp_path, monkeypatch):
     """A language's bundled biLM is used with no config once BUNDLED names it; English
     keeps its own."""
-    from spacy_elmo.bilm import sources
+    from spacy_elmo.bilm.io import sources
 
     zh_bilm = make_random_bilm()
     save_bilm(zh_bilm, tmp_path / "elmo_zh_test")

@@ -10,13 +10,13 @@ import pytest
 import spacy
 
 from spacy_elmo.bilm import save_bilm
-from spacy_elmo.bilm.sources import BilmSource
+from spacy_elmo.bilm.io.sources import BilmSource
 from spacy_elmo.bilm.windows import WINDOW, WORD_CACHE
-from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.embed.job import embed_file
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.elmo_model import build_elmo_model
-from spacy_elmo.pipeline.listener import replace_listener_cfg
-from spacy_elmo.pipeline.serialize import CONFIGURED
+from spacy_elmo.ml.elmo_model import build_elmo_model
+from spacy_elmo.ml.listener import replace_listener_cfg
+from spacy_elmo.ml.serialize import CONFIGURED
 
 from ..conftest import make_random_bilm
 

@@ -8,7 +8,7 @@ from spacy.tokens import Doc, DocBin
 
 from spacy_elmo.bilm import batch_to_ids, load_bilm
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.elmo_model import get_holder
+from spacy_elmo.ml.elmo_model import get_holder
 
 TEXT = "The bank raised rates. We sat on the river bank."
 
@@ -240,7 +240,7 @@ def test_url_weights_are_downloaded_once(tmp_path, weights_dir, monkeypatch):
               "options": (weights_dir / "options.json").as_uri()}
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config=config)
-    from spacy_elmo.bilm import sources
+    from spacy_elmo.bilm.io import sources
 
     calls = []
     real = sources.download
@@ -291,7 +291,7 @@ def test_chinese_text_and_truncation_warning(weights_dir):
                                                  ("zh", "他去银行取钱。", 7)])
 def test_add_pipe_without_config_uses_the_bundled_biLM(lang, text, n_tokens):
     """Offline, with no config: the biLM bundled for the pipeline's language."""
-    from spacy_elmo.bilm.sources import bundled
+    from spacy_elmo.bilm.io.sources import bundled
 
     nlp = spacy.blank(lang)
     nlp.add_pipe("elmo")

@@ -13,7 +13,7 @@ from thinc.api import Adam
 
 from spacy_elmo.bilm import load_bilm
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.elmo_model import get_holder
+from spacy_elmo.ml.elmo_model import get_holder
 
 from ..bilm.test_efml import ATOL, EFML_DIR, reference
 from .conftest import CONFIGS

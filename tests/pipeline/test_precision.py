@@ -10,7 +10,7 @@ import torch
 
 from spacy_elmo.bilm import hardware
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.elmo_model import get_holder
+from spacy_elmo.ml.elmo_model import get_holder
 
 TEXTS = ["The bank raised its rates .", "We sat on the river bank and watched the boats ."]
 

@@ -20,9 +20,9 @@ from thinc.api import Config
 
 from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.ml.elmo_model import get_holder
+from spacy_elmo.ml.serialize import CHECKSUM
 from spacy_elmo.pipeline import ElmoListener
-from spacy_elmo.pipeline.elmo_model import get_holder
-from spacy_elmo.pipeline.serialize import CHECKSUM
 
 from ..conftest import make_random_bilm
 from .conftest import CONFIGS
@@ -184,8 +184,8 @@ def test_a_biLM_of_another_width_under_a_trained_listener(weights_dir, narrow_we
 
 
 def test_a_private_biLM_of_another_width_under_a_trained_mix(weights_dir, narrow_weights):
-    from spacy_elmo.bilm.sources import BilmSource
-    from spacy_elmo.pipeline.elmo_model import load_weights
+    from spacy_elmo.bilm.io.sources import BilmSource
+    from spacy_elmo.ml.elmo_model import load_weights
 
     nlp, examples = _ner_pipeline(
         weights_dir, {"@architectures": "spacy-elmo.ElmoTok2Vec.v2",

@@ -6,7 +6,7 @@ import srsly
 import torch
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.scalar_mix import EPS, ScalarMix, scalar_mixes
+from spacy_elmo.ml.scalar_mix import EPS, ScalarMix, scalar_mixes
 
 
 def reference(X, w, gamma, layer_norm):

@@ -16,7 +16,7 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training.initialize import init_nlp
 from spacy.util import load_config
 
-from spacy_elmo.pipeline.scalar_mix import scalar_mixes
+from spacy_elmo.ml.scalar_mix import scalar_mixes
 
 from .conftest import CONFIGS
 

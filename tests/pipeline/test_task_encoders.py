@@ -15,7 +15,7 @@ from spacy.training import Example
 from thinc.api import Adam, Config, Linear, Model, with_array
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.pipeline.encoders import build_task_encoder, with_elmo_at_output
+from spacy_elmo.ml.encoders import build_task_encoder, with_elmo_at_output
 
 from .conftest import CONFIGS
 from .test_ud_components import ud_docs

@@ -1,4 +1,4 @@
-"""thinc internals: each reliance of `spacy_elmo.pipeline.thinc_adapter` holds in the installed
+"""thinc internals: each reliance of `spacy_elmo.ml.thinc_adapter` holds in the installed
 thinc (these fail when a thinc release changes one), the ElmoModel's caches follow thinc's
 optimizer steps through it, and the listener pickles without knowing how thinc's Model is
 laid out."""
@@ -12,9 +12,9 @@ import torch
 from thinc.api import SGD, Adam, PyTorchWrapper_v3
 
 from spacy_elmo.errors import ElmoWarning
-from spacy_elmo.pipeline.elmo_model import build_elmo_model, get_holder, set_bilm
-from spacy_elmo.pipeline.listener import ElmoListener
-from spacy_elmo.pipeline.thinc_adapter import gradients_stamp, torch_module
+from spacy_elmo.ml.elmo_model import build_elmo_model, get_holder, set_bilm
+from spacy_elmo.ml.listener import ElmoListener
+from spacy_elmo.ml.thinc_adapter import gradients_stamp, torch_module
 
 from ..conftest import make_random_bilm
 

@@ -16,9 +16,9 @@ from spacy_elmo_lab.tiny import toy_docs
 from thinc.api import Adam, Config
 
 from spacy_elmo.errors import ElmoError
+from spacy_elmo.ml.elmo_model import get_holder
+from spacy_elmo.ml.scalar_mix import scalar_mixes
 from spacy_elmo.pipeline import ElmoListener
-from spacy_elmo.pipeline.elmo_model import get_holder
-from spacy_elmo.pipeline.scalar_mix import scalar_mixes
 
 from .conftest import CONFIGS
 

@@ -14,8 +14,8 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 from thinc.api import Adam, Config
 
+from spacy_elmo.ml.elmo_model import get_holder
 from spacy_elmo.pipeline import ElmoListener
-from spacy_elmo.pipeline.elmo_model import get_holder
 
 from .conftest import CONFIGS
 

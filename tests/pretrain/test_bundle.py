@@ -177,7 +177,7 @@ def test_run_report_probes_each_snapshot_on_wic_once_and_lists_it(tmp_path, bund
 
 def test_bundle_writes_into_the_librarys_data_directory_by_default(tmp_path, bundle,
                                                                     monkeypatch):
-    from spacy_elmo.bilm import sources
+    from spacy_elmo.bilm.io import sources
     assert bundle.DATA_DIR == sources.DATA_DIR == ROOT / "spacy_elmo" / "data"
     monkeypatch.setattr(bundle, "DATA_DIR", tmp_path / "data")
     train(tiny_config(tmp_path, max_steps=2, eval_every=2), progress=False)

@@ -11,9 +11,9 @@ import h5py
 import numpy as np
 import pytest
 
-from spacy_elmo.cli.embed import embed_file
+from spacy_elmo.embed.job import embed_file
+from spacy_elmo.serve.limits import Batching, Limits, ServeSettings
 from spacy_elmo.serve.served import Served, open_served
-from spacy_elmo.serve.settings import Batching, Limits, ServeSettings
 
 from ..conftest import FIXTURE_DIR
 

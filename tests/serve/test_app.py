@@ -14,8 +14,8 @@ import torch
 from spacy_elmo.bilm.embedder import mix_layers
 from spacy_elmo.checksums import tensors_sha256
 from spacy_elmo.serve import answers
+from spacy_elmo.serve.limits import Batching, Limits
 from spacy_elmo.serve.served import open_served
-from spacy_elmo.serve.settings import Batching, Limits
 
 from .conftest import OPTIONS, WEIGHTS, client, split_lengths
 from .conftest import test_client_class as client_class

@@ -14,8 +14,8 @@ from spacy_elmo.serve.inputs import (
     embed_job,
     parse_job,
 )
+from spacy_elmo.serve.limits import Limits
 from spacy_elmo.serve.served import Embedded, Parsed
-from spacy_elmo.serve.settings import Limits
 
 from .conftest import split_lengths
 

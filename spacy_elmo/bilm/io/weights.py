@@ -13,16 +13,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors, damaged
-from ..files import PathLike
-from ..files.atomic import atomic_write
-from ..files.hdf5 import HDF5Writer
-from ..files.names import OPTIONS_NAME, WEIGHTS_NAME
+from ...errors import ElmoError, Errors, damaged
+from ...files import PathLike
+from ...files.atomic import atomic_write
+from ...files.hdf5 import HDF5Writer
+from ...files.names import OPTIONS_NAME, WEIGHTS_NAME
+from ..lstm import ProjectedLSTMLayer
+from ..model import BiLM
+from ..options import BiLMOptions
 from .efml import load_efml
 from .finite import check_finite
-from .lstm import ProjectedLSTMLayer
-from .model import BiLM
-from .options import BiLMOptions
 from .sources import BiLMFiles, locate
 
 

@@ -12,11 +12,11 @@ from spacy.util import registry
 from thinc.api import Model, chain
 from thinc.types import Floats2d, Floats3d
 
-from ..bilm.sources import BilmSource
+from ..bilm.io.sources import BilmSource
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..validation import boolean, check_all, integer, number, path, string
+from .assemble import Upstream, assemble
 from .scalar_mix import ScalarMix
-from .tok2vec_output import Upstream, assemble
 
 
 class _Transient:

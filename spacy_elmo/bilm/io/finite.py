@@ -8,8 +8,8 @@ from typing import Any, Dict, Mapping
 import numpy as np
 import torch
 
-from ..errors import ElmoError, Errors
-from ..files import PathLike
+from ...errors import ElmoError, Errors
+from ...files import PathLike
 
 
 def check_finite(path: PathLike, arrays: Mapping[str, Any]) -> None:

@@ -10,12 +10,12 @@ from spacy.util import registry
 from thinc.api import Model, chain
 from thinc.types import Floats2d, Floats3d
 
-from ..bilm.sources import BilmSource, check_format
+from ..bilm.io.sources import BilmSource, check_format
 from ..errors import Errors
 from ..validation import check_all
+from .assemble import assemble
 from .listener import MIX_RULES, private_runner
 from .scalar_mix import ScalarMix
-from .tok2vec_output import assemble
 
 NAME = "spacy-elmo.ElmoTok2Vec.v2"
 

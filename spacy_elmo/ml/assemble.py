@@ -11,7 +11,7 @@ from spacy.tokens import Doc
 from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
-from ..bilm.sources import BilmSource
+from ..bilm.io.sources import BilmSource
 from ..errors import ElmoError, Errors
 from .elmo_model import load_weights
 from .encoders import ELMO_AT_OUTPUT, with_elmo_at_output

@@ -39,15 +39,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ElmoError, Errors, damaged, first_line
-from ..files import PathLike, names
-from ..files.json_io import read_json_object
-from ..validation import check, integer
-from .dictionary import TokenDictionary, check_entries
+from ...errors import ElmoError, Errors, damaged, first_line
+from ...files import PathLike, names
+from ...files.json_io import read_json_object
+from ...validation import check, integer
+from ..dictionary import TokenDictionary, check_entries
+from ..lstm import ProjectedLSTMLayer
+from ..model import BiLM, StatefulBiLM
+from ..options import BiLMOptions
 from .finite import check_finite
-from .lstm import ProjectedLSTMLayer
-from .model import BiLM, StatefulBiLM
-from .options import BiLMOptions
 
 SPACE_ENTRY = "\u3000"  # where EFML files an entry whose text was only whitespace
 

@@ -18,14 +18,14 @@ from thinc.api import (
 from thinc.types import Floats3d
 
 from ..bilm import BiLM, BiLMOptions, WordCache
+from ..bilm.io.sources import BilmSource
+from ..bilm.io.weights import load_files
 from ..bilm.precision import check_precision_name
-from ..bilm.sources import BilmSource
-from ..bilm.weights import load_files
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
 from ..validation import check_all, integer, number
-from .cache import OutputCache
 from .holder import BiLMHolder
+from .output_cache import OutputCache
 from .serialize import (
     CONFIGURED_KEY,
     ConfiguredAttrs,

@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import h5py
 from tqdm import tqdm
 
-from ..errors import ElmoError, Errors, first_line
-from ..files import PathLike, names
-from ..files.atomic import atomic_write
+from ...errors import ElmoError, Errors, first_line
+from ...files import PathLike, names
+from ...files.atomic import atomic_write
 from .efml import is_efml_dir, is_efml_file
 
 FORMATS = ("auto", "allennlp", "efml")
@@ -49,7 +49,7 @@ PUBLISHED = {
     "allennlp/original-5.5B": ("2x4096_512_2048cnn_2xhighway_5.5B/"
                                "elmo_2x4096_512_2048cnn_2xhighway_5.5B"),
 }
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # The biLM used when no `weights` are given, per spaCy language code: a directory of DATA_DIR.
 BUNDLED = {"en": "elmo_en_small", "zh": "elmo_zh_small"}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

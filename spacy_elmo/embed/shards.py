@@ -32,7 +32,7 @@ import numpy as np
 from ..checksums import ArraysDigest
 from ..errors import ElmoError, Errors, first_line
 from ..files.atomic import atomic_write
-from .embed_files import SENTENCE_INDEX, write_datasets
+from .files import SENTENCE_INDEX, write_datasets
 
 SIGNATURE = "signature"  # attribute of a shard file: its input, settings and weights
 N_LINES = "n_lines"  # attribute of a shard file: the lines INPUT has in all
