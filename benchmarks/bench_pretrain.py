@@ -182,7 +182,8 @@ def step_fn(path: StepPath, options: BiLMOptions, vocab: Vocab, *, rows: int, wi
     (`optim.make_optimizer`, Adagrad as the bundled biLM's recipe); the reference path the
     code before them (autograd's LSTM backward, torch's unfused Adagrad)."""
     torch.manual_seed(0)
-    model = BiLanguageModel(BiLM(options), len(vocab), n_negatives=n_negatives).train()
+    model = BiLanguageModel(BiLM(options), len(vocab), n_negatives=n_negatives,
+                            dropout=0.1).train()
     model.bilm.lstm.set_fused_backward(path.lstm_backward == "fused")
     model.set_training_precision(path.precision)
     config = PretrainConfig(train=["synthetic"], optimizer="adagrad", lr=0.2, window=window,

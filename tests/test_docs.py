@@ -9,8 +9,8 @@ A `--flag` in prose or in a span without a command is not checked (it has no com
 CHANGELOG.md and benchmarks/results/*.md are history: only their links are checked."""
 import inspect
 import re
-import subprocess
 import shlex
+import subprocess
 import unicodedata
 from dataclasses import dataclass, field
 from functools import cache, cached_property

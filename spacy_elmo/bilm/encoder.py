@@ -12,7 +12,7 @@ from . import bf16
 from .int8 import Int8Matmul
 from .options import BiLMOptions
 from .precision import active_precision
-from .stamp import DerivedCopies
+from .stamp import DerivedCopies, WeightsVersion
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 
@@ -73,6 +73,7 @@ class CharCNNEncoder(nn.Module):
         self.precision = "fp32"
         self.training_precision = "fp32"
         self.copies = DerivedCopies()
+        self.version = WeightsVersion(self)  # a biLM gives its parts its own
         self.reset_parameters()
 
     def _padded_filters(self) -> torch.Tensor:
@@ -100,7 +101,7 @@ class CharCNNEncoder(nn.Module):
 
         if torch.is_grad_enabled():
             return make()
-        return self.copies.get(precision, list(self.parameters()), make)
+        return self.copies.get(precision, self.version, make)
 
     def reset_parameters(self) -> None:
         for embedding in (self.char_embedding, self.word_embedding):

@@ -51,16 +51,25 @@ class LMOutput:
 
 
 class BiLanguageModel(nn.Module):
-    """Forward and backward LMs over a shared token encoder and a shared softmax."""
+    """Forward and backward LMs over a shared token encoder and a shared softmax.
 
-    def __init__(self, bilm: BiLM, n_vocab: int, *, n_negatives: int = 8192,
-                 dropout: float = 0.1) -> None:
+    n_negatives: sampled words per training step; dropout: on the LSTM inputs and the top
+    layer's outputs. Both have one owner, the pretraining config
+    (`PretrainConfig.language_model`); `for_evaluation` needs neither."""
+
+    def __init__(self, bilm: BiLM, n_vocab: int, *, n_negatives: int, dropout: float
+                 ) -> None:
         super().__init__()
         self.bilm = bilm
         self.softmax = LMSoftmax(n_vocab, bilm.options.projection_dim)
         self.n_negatives = n_negatives
         self.dropout = nn.Dropout(dropout)
         self.set_dropout(dropout)
+
+    @classmethod
+    def for_evaluation(cls, bilm: BiLM, n_vocab: int) -> BiLanguageModel:
+        """A model that only evaluates (eval mode: the full softmax, no dropout)."""
+        return cls(bilm, n_vocab, n_negatives=1, dropout=0.0).eval()
 
     def set_dropout(self, rate: float) -> None:
         """Dropout on the LSTM inputs (the biLM's own) and on the top layer's outputs."""

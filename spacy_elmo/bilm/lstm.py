@@ -23,7 +23,7 @@ from .int8 import DirectionPair
 from .lstm_fused import fused_lstm_layer, step_groups
 from .options import BiLMOptions
 from .precision import active_precision
-from .stamp import DerivedCopies
+from .stamp import DerivedCopies, WeightsVersion
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 Recurrence = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -76,6 +76,7 @@ class ProjectedLSTMLayer(nn.Module):
         self.precision = "fp32"
         self.training_precision = "fp32"
         self.copies = DerivedCopies()
+        self.version = WeightsVersion(self)  # a biLM gives its parts its own
         forget = torch.zeros(4 * H)
         forget[2 * H : 3 * H] = options.forget_bias  # 1.0 in bilm-tf, 0.0 in EFML
         self.register_buffer("forget_bias", forget, persistent=False)
@@ -99,9 +100,9 @@ class ProjectedLSTMLayer(nn.Module):
         if precision == "bf16" and torch.is_grad_enabled():
             return cast(Matrices, tuple(bf16.copy(w) for w in weights))
         if precision == "bf16":
-            return self.copies.get("bf16", weights, lambda: cast(
+            return self.copies.get("bf16", self.version, lambda: cast(
                 Matrices, tuple(bf16.copy(w) for w in weights)))
-        return self.copies.get("int8", weights, lambda: cast(
+        return self.copies.get("int8", self.version, lambda: cast(
             Int8Pairs, tuple(DirectionPair(w) for w in weights)))
 
     def _products(self, dirs: slice, matrices: Union[None, Matrices, Int8Pairs]
@@ -249,7 +250,6 @@ class BiLSTMStack(nn.Module):
                 layer.training_precision = precision
             else:
                 layer.precision = precision
-            layer.copies.clear()  # the copies of the other precision go
 
     def forward(self, x_fwd: torch.Tensor, x_bwd: torch.Tensor, lengths: torch.Tensor,
                 state: Optional[LSTMState] = None) -> Tuple[List[torch.Tensor], LSTMState]:

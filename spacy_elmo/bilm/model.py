@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple, cast
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -15,10 +15,10 @@ from .chars import CharIds
 from .dictionary import DictionaryIds, TokenDictionary
 from .encoder import CharCNNEncoder
 from .fork import guard_forks
-from .lstm import BiLSTMStack, LSTMState, ProjectedLSTMLayer
+from .lstm import BiLSTMStack, LSTMState
 from .options import BiLMOptions
 from .precision import check_precision
-from .stamp import weights_stamp
+from .stamp import WeightsVersion
 from .windows import WORD_CACHE
 
 
@@ -35,8 +35,8 @@ class WordCache:
     """Token-encoder outputs keyed by a token's character ids.
 
     Exact: a hit returns what the encoder computes for those ids now. Entries are dropped
-    whenever any encoder parameter is modified, replaced, moved or cast (tracked through the
-    tensors' version counters and storage), and the cache is bounded by `max_entries`.
+    whenever the weights' version changes (`stamp.WeightsVersion`), and the cache is bounded
+    by `max_entries`.
     """
 
     def __init__(self, max_entries: int = WORD_CACHE) -> None:
@@ -59,7 +59,7 @@ class WordCache:
 
     def lookup(self, encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
         """Encode (n, max_chars) ids, computing only the rows not seen before."""
-        stamp = weights_stamp(encoder.parameters())
+        stamp = encoder.version.key()
         if stamp != self._stamp:
             self._entries.clear()
             self._stamp = stamp
@@ -105,6 +105,10 @@ class BiLM(nn.Module):
         with torch.inference_mode(False):
             self.encoder = CharCNNEncoder(options, pad_id=ids.pad_id)
             self.lstm = BiLSTMStack(options)
+        # the one version of the weights every cache compares, shared with the parts
+        self.version = WeightsVersion(self)
+        for part in (self.encoder, *self.lstm.layers):
+            part.version = self.version
         self.register_buffer("bos_ids", torch.from_numpy(ids.bos), persistent=False)
         self.register_buffer("eos_ids", torch.from_numpy(ids.eos), persistent=False)
         self.word_cache: Optional[WordCache] = (
@@ -138,10 +142,9 @@ class BiLM(nn.Module):
         """Run inference in `precision` from now on (training: `set_training_precision`).
         E150-E152 and E230 where this machine can't."""
         check_precision(precision, self.device)
-        if precision != self.precision and self.word_cache is not None:
-            self.word_cache.clear()  # its vectors came from the other precision
+        if precision != self.precision:
+            self.version.bump()  # what was computed came from the other precision
         self.encoder.precision = precision
-        self.encoder.copies.clear()
         self.lstm.set_precision(precision)
 
     def set_training_precision(self, precision: str) -> None:
@@ -152,14 +155,11 @@ class BiLM(nn.Module):
         self.lstm.set_precision(precision, training=True)
 
     def weights_changed(self) -> None:
-        """Forget what was computed from the weights (word cache, int8 and bf16 copies):
-        for updates torch's version counters do not see (thinc's optimizers write into the
-        parameters' memory)."""
-        if self.word_cache is not None:
-            self.word_cache.clear()
-        self.encoder.copies.clear()
-        for layer in cast(Iterable[ProjectedLSTMLayer], self.lstm.layers):
-            layer.copies.clear()
+        """Say that the weights changed where torch's version counters do not see it
+        (thinc's optimizers write into the parameters' memory): every cache of what was
+        computed from them (word cache, int8 and bf16 copies, the component's output
+        cache) compares `version`, which moves on."""
+        self.version.bump()
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """Context-independent vectors of (n, max_chars) ids -> (n, proj).

@@ -1,17 +1,20 @@
-"""What changes when a parameter changes: the key that caches of computed values compare
-within a process (`weights_stamp`), and the digest of the weights' content that files made
-from them record across processes (`content_digest`); and the cache of weight copies
-(int8, bf16) kept by that key (`DerivedCopies`)."""
+"""What changes when a parameter changes: the one version of a module's weights that every
+cache of values computed from them compares within a process (`WeightsVersion`), the digest
+of the weights' content that files made from them record across processes
+(`content_digest`), and the cache of weight copies (int8, bf16) kept by that version
+(`DerivedCopies`)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, TypeVar, cast
+import itertools
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, TypeVar, cast
 
 import torch
 
 from ..checksums import content_sha256
 
 T = TypeVar("T")
+_COUNTER = itertools.count(1)  # versions are unique within a process, across modules
 
 
 def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
@@ -24,6 +27,24 @@ def weights_stamp(parameters: Iterable[torch.Tensor]) -> Tuple:
                  for p in parameters)
 
 
+class WeightsVersion:
+    """The version of a module's weights, the key every cache of values computed from them
+    compares (word cache, int8 and bf16 copies, the component's output cache): a counter
+    that `bump()` moves for changes torch does not see (thinc's optimizer steps, another
+    precision, a load), and torch's own stamp of the parameters (in-place writes,
+    replacement, moves, casts). A biLM owns one and shares it with its parts."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.bump()
+
+    def bump(self) -> None:
+        self.count = next(_COUNTER)
+
+    def key(self) -> Tuple:
+        return (self.count, weights_stamp(self.module.parameters()))
+
+
 def content_digest(module: torch.nn.Module, extra: Any = None) -> str:
     """A SHA-256 of what `module` computes with: every tensor of its state (parameters and
     buffers, by name, dtype, shape and bytes) and `extra` (settings that are no tensor, such
@@ -33,23 +54,20 @@ def content_digest(module: torch.nn.Module, extra: Any = None) -> str:
 
 
 class DerivedCopies:
-    """Copies made from parameters (int8 or bf16 weights), kept until the parameters change
-    (their stamp), another kind is asked for, or `clear()`. Not pickled: remade where used."""
+    """Copies made from parameters (int8 or bf16 weights), kept until the weights' version
+    changes or another kind is asked for. Not pickled: remade where used."""
 
     def __init__(self) -> None:
         self._key: Optional[Tuple] = None
         self._value: Any = None
 
-    def get(self, kind: str, parameters: Sequence[torch.Tensor], make: Callable[[], T]) -> T:
+    def get(self, kind: str, version: WeightsVersion, make: Callable[[], T]) -> T:
         """The copies of `kind`, made by `make()` when the kept ones are stale."""
-        key = (kind, weights_stamp(parameters))
+        key = (kind, version.key())
         if key != self._key:
             self._value, self._key = None, None  # the stale copies go before new ones come
             self._value, self._key = make(), key
         return cast(T, self._value)
-
-    def clear(self) -> None:
-        self._key, self._value = None, None
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"_key": None, "_value": None}

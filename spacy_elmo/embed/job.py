@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 from wasabi import msg
 
-from ..bilm.embedder import LAYER_MODES, Embedder
+from ..bilm.embedder import LAYER_MODES
 from ..bilm.hardware import select_device
 from ..bilm.io.sources import bundled, options_beside
 from ..bilm.io.weights import load_bilm
@@ -25,6 +25,7 @@ from ..bilm.windows import BATCH_SIZE, WINDOW, WORD_CACHE
 from ..errors import ElmoError, Errors, Warnings, warn
 from ..files import PathLike
 from ..files.guard import guard_output
+from ..ml.settings import ElmoSettings
 from ..validation import check_all, integer, thread_count
 from .files import STDIN, count_lines, read_lines, write_embeddings
 from .shards import (
@@ -88,17 +89,16 @@ def embed_file(input_path: Path, output_path: Path, *, weights: Optional[PathLik
         torch.set_num_threads(threads)
     bilm = load_bilm(weights, options, format=weights_format, lang=lang)
     if part is not None:  # the shard's key: the input, the settings and the weights' content
-        settings = {"bilm": content_digest(bilm, _bilm_settings(bilm)), "layers": layers,
-                    "window": window, "precision": precision, "shards": part.count}
-        sig = signature(Path(input_path), settings)
+        key = {"bilm": content_digest(bilm, _bilm_settings(bilm)), "layers": layers,
+               "window": window, "precision": precision, "shards": part.count}
+        sig = signature(Path(input_path), key)
         if _keep_shard(shard_path(Path(output_path), part), part, sig, overwrite):
             _finish_shards(Path(output_path), part, sig)
             return 0
         Path(output_path).unlink(missing_ok=True)  # an index of earlier shards (--overwrite)
-    bilm = bilm.to(device)
-    bilm.set_precision(precision)
-    embedder = Embedder(bilm, batch_size=batch_size, layers=layers, stateful=stateful,
-                        window=window, word_cache=word_cache)
+    settings = ElmoSettings(batch_size=batch_size, window=window, word_cache_size=word_cache,
+                            precision=precision)
+    embedder = settings.embedder(bilm.to(device), layers=layers, stateful=stateful)
     if part is not None:
         total: List[int] = []
         mine, for_index_k = itertools.tee(numbered(lines, part, total))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 from spacy.tokens import Doc
@@ -17,29 +17,16 @@ from thinc.api import (
 )
 from thinc.types import Floats3d
 
-from ..bilm import BiLM, BiLMOptions, WordCache
+from ..bilm import BiLM, BiLMOptions
 from ..bilm.io.sources import BilmSource
 from ..bilm.io.weights import load_files
-from ..bilm.precision import check_precision_name
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
-from ..validation import check_all, integer, number
 from .holder import BiLMHolder
-from .output_cache import OutputCache
-from .serialize import (
-    CONFIGURED_KEY,
-    ConfiguredAttrs,
-    check_shape,
-    configured_wins,
-    deserialize_holder,
-    serialize_holder,
-)
+from .output_cache import OUTPUT_CACHE, OutputCache
+from .serialize import check_shape, deserialize_holder, serialize_holder
+from .settings import ElmoSettings
 from .thinc_adapter import gradients_stamp, torch_module
-
-MODEL_RULES = {"batch_size": integer(1), "max_batch_tokens": integer(1),
-               "max_sentence_tokens": integer(1),
-               "word_cache_size": integer(0), "output_cache_mb": number(0),
-               "dropout": number(0, 1, high_open=True)}
 
 
 @registry.architectures("spacy-elmo.ElmoModel.v1")
@@ -66,39 +53,43 @@ def build_elmo_model(
     precision: the inference precision (bilm/precision.py): "fp32"; "bf16" where the device
     has native bf16, through bf16 copies of the biLM's weights; "int8" on the CPU, through
     int8 copies of its matrices (training runs fp32 either way). An unknown name is E150.
+    The settings are one `ElmoSettings` (settings.py), held with the biLM.
     """
-    check_all({"batch_size": batch_size, "max_batch_tokens": max_batch_tokens,
-               "max_sentence_tokens": max_sentence_tokens,
-               "word_cache_size": word_cache_size, "output_cache_mb": output_cache_mb,
-               "dropout": dropout}, MODEL_RULES, Errors.E020,
-              {key: f"spacy-elmo.ElmoModel.v1 {key}" for key in MODEL_RULES})
-    check_precision_name(precision)
-    wrapper = PyTorchWrapper_v3(BiLMHolder(), convert_inputs=_convert_ids,
+    settings = ElmoSettings(batch_size=batch_size, max_batch_tokens=max_batch_tokens,
+                            window=max_sentence_tokens, word_cache_size=word_cache_size,
+                            output_cache_mb=output_cache_mb, dropout=dropout,
+                            precision=precision)
+    wrapper = PyTorchWrapper_v3(BiLMHolder(settings), convert_inputs=_convert_ids,
                                 serialize_model=serialize_holder,
                                 deserialize_model=deserialize_holder)
-    attrs: Dict[str, Any] = {
-        "batch_size": batch_size,
-        "max_batch_tokens": max_batch_tokens,
-        "max_sentence_tokens": max_sentence_tokens,
-        "word_cache_size": word_cache_size,
-        "dropout": dropout,
-        "precision": precision,
-        "output_cache": OutputCache(output_cache_mb),
-    }
-    attrs[CONFIGURED_KEY] = ConfiguredAttrs(attrs)  # never saved: see ConfiguredAttrs
     return Model("elmo", forward, layers=[wrapper], dims={"nO": None, "nL": None},
-                 attrs=attrs)
+                 attrs={OUTPUT_CACHE: OutputCache(output_cache_mb)})
 
 
 def load_model_bytes(model: Model, data: bytes) -> None:
-    """`model.from_bytes(data)`: the saved biLM, with the settings the model was built with
-    (`serialize.CONFIGURED`)."""
-    with configured_wins(model.attrs):
-        model.from_bytes(data)
+    """`model.from_bytes(data)`, its recorded dims checked against the biLM it holds."""
+    model.from_bytes(data)
     bilm = get_holder(model).bilm
     if bilm is not None:
         check_shape(model, bilm.options.output_dim, bilm.options.n_output_layers)
-        _apply_settings(model, bilm)
+
+
+def settings_of(model: Model) -> ElmoSettings:
+    """An ElmoModel's run-time settings."""
+    return get_holder(model).settings
+
+
+def configure(model: Model, **changes: Any) -> ElmoSettings:
+    """Change an ElmoModel's settings (`ElmoSettings` fields, checked) and apply them to
+    its biLM at once; returns the new settings."""
+    holder = get_holder(model)
+    settings = holder.settings.replace(**changes)
+    if holder.bilm is not None:
+        settings.apply(holder.bilm)
+    holder.settings = settings
+    if settings.output_cache_mb != model.attrs[OUTPUT_CACHE].max_mb:
+        model.attrs[OUTPUT_CACHE] = OutputCache(settings.output_cache_mb)
+    return settings
 
 
 def load_weights(model: Model, source: BilmSource, *, lang: str = "en", reload: bool = True
@@ -123,11 +114,9 @@ def has_bilm(model: Model) -> bool:
 
 
 def set_bilm(model: Model, bilm: BiLM) -> None:
-    """Put a biLM into an ElmoModel (replacing any earlier one) and set its dims."""
-    holder = get_holder(model)
-    holder.bilm = bilm.to(get_torch_default_device())
-    holder.char_ids = bilm.token_ids()
-    holder.generation += 1
+    """Put a biLM into an ElmoModel (replacing any earlier one), with the model's settings,
+    and set its dims."""
+    get_holder(model).put(bilm.to(get_torch_default_device()))
     _set_dims(model, bilm.options)
 
 
@@ -142,16 +131,16 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     if holder.bilm is None or holder.char_ids is None:
         raise ElmoError(Errors.E050)
     _note_gradients(holder, holder.bilm)
-    _apply_settings(model, holder.bilm)
+    settings = holder.settings
     wrapper = model.layers[0]
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     ops = model.ops
     outputs: List[Any] = [ops.alloc3f(n_layers, len(doc), width) for doc in docs]
-    cache: Optional[OutputCache] = None if is_train else model.attrs["output_cache"]
+    cache: Optional[OutputCache] = None if is_train else model.attrs[OUTPUT_CACHE]
     if cache is not None:
-        cache.validate(holder.generation, holder.bilm.parameters())
+        cache.validate(holder.bilm.version.key())
     todo: List[Piece] = []
-    for piece in doc_pieces(docs, model.attrs["max_sentence_tokens"]):
+    for piece in doc_pieces(docs, settings.window):
         hit = cache.get(tuple(piece.words)) if cache is not None else None
         if hit is not None:
             targets = ops.asarray1i(piece.targets.tolist())
@@ -161,7 +150,7 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
     # once per loaded biLM (each has its own CharIds)
     holder.char_ids.warn_truncation(w for piece in todo for w in piece.words)
     pending: List[Tuple[List[Piece], Callable, Tuple[int, ...]]] = []
-    for batch in batches(todo, model.attrs["batch_size"], model.attrs["max_batch_tokens"]):
+    for batch in batches(todo, settings.batch_size, settings.max_batch_tokens):
         ids = holder.char_ids.batch([piece.words for piece in batch]).numpy()
         layers, backprop_batch = wrapper(ids, is_train)
         for b, piece in enumerate(batch):
@@ -204,29 +193,15 @@ def doc_pieces(docs: Sequence[Doc], max_tokens: int) -> List[Piece]:
     return pieces
 
 
-def _apply_settings(model: Model, bilm: BiLM) -> None:
-    """Apply the model's dropout, precision and word-cache settings (also after
-    deserialization)."""
-    bilm.set_dropout(model.attrs["dropout"])
-    precision = model.attrs["precision"]
-    if bilm.precision != precision:
-        bilm.set_precision(precision)
-        get_holder(model).generation += 1  # cached outputs came from the other precision
-    size = model.attrs["word_cache_size"]
-    if size > 0 and (bilm.word_cache is None or bilm.word_cache.max_entries != size):
-        bilm.word_cache = WordCache(size)
-
-
 def _note_gradients(holder: BiLMHolder, bilm: BiLM) -> None:
-    """Tell the caches (`generation`) and the biLM (its word cache, int8 and bf16 copies)
-    that its weights may have changed when its gradients did since the last run: a
-    backward pass, or an optimizer step, which thinc writes into the parameters' memory
-    unseen by torch's version counters (`thinc_adapter`, reliance 2). Before any cache is
-    read: the outputs never come from weights older than the current ones."""
+    """Move the biLM's weights version on (every cache compares it) when its gradients
+    changed since the last run: a backward pass, or an optimizer step, which thinc writes
+    into the parameters' memory unseen by torch's version counters (`thinc_adapter`,
+    reliance 2). Before any cache is read: the outputs never come from weights older than
+    the current ones."""
     stamp = gradients_stamp(holder)
     if stamp != holder.gradients_seen:
         holder.gradients_seen = stamp
-        holder.generation += 1
         bilm.weights_changed()
 
 

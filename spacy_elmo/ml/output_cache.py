@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from thinc.api import Model, deserialize_attr, serialize_attr
 
-from ..bilm.stamp import weights_stamp
-from .serialize import restore_configured
+OUTPUT_CACHE = "output_cache"  # the ElmoModel attr that holds it
 
 
 class OutputCache:
     """Sentence (tuple of token texts) -> biLM layers, least recently used dropped first.
 
-    Bounded by `max_mb` of array memory. Emptied whenever the biLM's weights change (see
-    `validate`). Never serialised or pickled with its contents: a copied or loaded model
-    starts with an empty cache.
+    Bounded by `max_mb` of array memory. Emptied whenever the biLM's weights version changes
+    (see `validate`). Never saved, and never pickled with its contents: a copied or loaded
+    model starts with an empty cache of its configured size.
     """
 
     def __init__(self, max_mb: float) -> None:
+        self.max_mb = max_mb
         self.max_bytes = int(max_mb * 2**20)
         self._entries: OrderedDict[Tuple[str, ...], Any] = OrderedDict()
         self._stamp: Optional[Tuple] = None
@@ -27,13 +27,12 @@ class OutputCache:
         self.hits = 0
         self.misses = 0
 
-    def validate(self, generation: int, parameters: Iterable[Any]) -> None:
-        """Drop every entry if the weights changed since the last call: an optimizer step
-        (`generation`), or parameters modified, replaced or moved by torch."""
-        stamp = (generation, weights_stamp(parameters))
-        if stamp != self._stamp:
+    def validate(self, version: Tuple) -> None:
+        """Drop every entry if the biLM's weights version (`WeightsVersion.key()`) is not
+        the one of the last call."""
+        if version != self._stamp:
             self.clear()
-            self._stamp = stamp
+            self._stamp = version
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -61,22 +60,19 @@ class OutputCache:
         self.n_bytes = 0
 
     def __getstate__(self) -> dict:
-        return {"max_bytes": self.max_bytes}
+        return {"max_mb": self.max_mb}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["max_bytes"] / 2**20)  # type: ignore[misc]
+        self.__init__(state["max_mb"])  # type: ignore[misc]
 
 
 @serialize_attr.register(OutputCache)
 def _serialize_cache(_: OutputCache, value: OutputCache, name: str, model: Model) -> bytes:
-    return str(value.max_bytes).encode("ascii")
+    raise TypeError  # never saved: thinc leaves out an attr whose serializer raises this
 
 
 @deserialize_attr.register(OutputCache)
-def _deserialize_cache(_: OutputCache, value: bytes, name: str, model: Model) -> OutputCache:
-    """The saved cache size, unless the model was built with configured settings: the
-    output cache is the last attr an ElmoModel saves, so the configured ones are put back
-    here over every saved one (`serialize.ConfiguredAttrs`)."""
-    model.attrs["output_cache"] = OutputCache(int(value.decode("ascii")) / 2**20)
-    restore_configured(model)
-    return model.attrs["output_cache"]
+def _deserialize_cache(default: OutputCache, value: bytes, name: str, model: Model
+                       ) -> OutputCache:
+    """The configured cache, whatever size a 1.0 pipeline saved."""
+    return default

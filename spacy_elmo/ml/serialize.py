@@ -13,7 +13,6 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 import srsly
 import torch
-from thinc.api import Model, serialize_attr
 
 from ..bilm import BiLM, BiLMOptions
 from ..bilm.dictionary import TokenDictionary
@@ -32,43 +31,11 @@ _SOURCE: ContextVar[Tuple[str, str]] = ContextVar(
 # What damaged serialized data raises while msgpack, torch and thinc read it.
 DAMAGE = (ValueError, TypeError, KeyError, IndexError, EOFError, OSError, RuntimeError,
           pickle.UnpicklingError)
-# The settings a loaded pipeline takes from its config, not from its saved data, so that
-# spacy.load(..., config=...) can change them (e.g. output_cache_mb 0 to serve): the `elmo`
-# component's own (its cfg) and ElmoModel's (its attrs). The biLM, and where it came from,
-# are saved.
-CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma",
-              "batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
-              "dropout", "precision", "output_cache")
-
-
-CONFIGURED_KEY = "configured"  # the ElmoModel attr holding its ConfiguredAttrs
-
-
-class ConfiguredAttrs:
-    """An ElmoModel's CONFIGURED attrs as its config built them. A model whose owner loads
-    it with thinc's own from_bytes (a task's private biLM, ElmoTok2Vec) gets the saved attrs
-    written over these; `restore_configured` puts them back once the last of them has been
-    read (its output cache: `cache._deserialize_cache`), so that spacy.load(...,
-    config=...) changes them there too, as `configured_wins` does for the `elmo` component.
-    It is never saved (thinc leaves out an attr whose serializer raises TypeError), so
-    pipelines read and written by earlier versions are unchanged."""
-
-    def __init__(self, values: Dict[str, Any]) -> None:
-        self.values = dict(values)
-
-
-@serialize_attr.register(ConfiguredAttrs)
-def _serialize_configured(_: ConfiguredAttrs, value: ConfiguredAttrs, name: str,
-                          model: Model) -> bytes:
-    raise TypeError  # thinc leaves the attr out
-
-
-def restore_configured(model: Model) -> None:
-    """Put an ElmoModel's configured attrs back over those read from saved data (a model
-    without ConfiguredAttrs is left as it is)."""
-    configured = model.attrs.get(CONFIGURED_KEY)
-    if isinstance(configured, ConfiguredAttrs):
-        model.attrs.update(configured.values)
+# The `elmo` component's settings (its cfg) that a loaded pipeline takes from its config,
+# not from its saved data, so that spacy.load(..., config=...) can change them. (ElmoModel's
+# own are never read from saved data: `settings.ElmoSettings`.) The biLM, and where it came
+# from, are saved.
+CONFIGURED = ("store_layers", "set_vector_hooks", "mix_weights", "gamma")
 
 
 @contextmanager
@@ -124,9 +91,7 @@ def deserialize_holder(holder: BiLMHolder, data: bytes, device: Any) -> BiLMHold
         return holder
     with reading():
         bilm = _read_bilm(data)
-    holder.bilm = bilm.to(device).eval()  # outside: a device out of memory is no damage
-    holder.char_ids = bilm.token_ids()
-    holder.generation += 1
+    holder.put(bilm.to(device).eval())  # outside: a device out of memory is no damage
     return holder
 
 

@@ -20,6 +20,7 @@ from ..errors import ElmoError, Errors, first_line
 from ..files import PathLike
 from ..files.atomic import atomic_write
 from ..files.names import CHECKPOINT_NAME, WEIGHTS_NAME
+from .config import PretrainConfig
 
 FORMAT = "spacy-elmo-pretrain/1"
 # The checksum over the whole content (tensors and everything else) that checkpoints carry
@@ -138,9 +139,12 @@ def _foreign_pickle(err: Exception) -> bool:
     return isinstance(err, pickle.UnpicklingError) or "weights_only" in str(err)
 
 
-def model_from_checkpoint(data: Dict[str, Any]) -> BiLanguageModel:
-    """The BiLanguageModel stored in a loaded checkpoint."""
-    options = BiLMOptions.from_json_dict(data["options"])
-    model = BiLanguageModel(BiLM(options), len(data["vocab"]))
+def model_from_checkpoint(data: Dict[str, Any], config: Optional[PretrainConfig] = None
+                          ) -> BiLanguageModel:
+    """The BiLanguageModel stored in a loaded checkpoint: as `config` trains it, or, without
+    one, to evaluate or export."""
+    bilm, n_vocab = BiLM(BiLMOptions.from_json_dict(data["options"])), len(data["vocab"])
+    model = (BiLanguageModel.for_evaluation(bilm, n_vocab) if config is None
+             else config.language_model(bilm, n_vocab))
     model.load_state_dict(data["model"])
     return model

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..bilm.lm import BiLanguageModel
+from ..bilm.model import BiLM
 from ..bilm.options import OPTION_RULES, PRESETS, BiLMOptions, preset
 from ..bilm.precision import TRAINING_PRECISIONS
 from ..errors import ElmoError, Errors
@@ -216,6 +218,11 @@ class PretrainConfig:
                             split_sentences=self.split_sentences,
                             max_sentence_tokens=self.max_sentence_tokens,
                             skip_pattern=self.skip_pattern)
+
+    def language_model(self, bilm: BiLM, n_vocab: int) -> BiLanguageModel:
+        """The language model this run trains over `bilm` (its negatives and dropout)."""
+        return BiLanguageModel(bilm, n_vocab, n_negatives=self.n_negatives,
+                               dropout=self.dropout)
 
     def bilm_options(self) -> BiLMOptions:
         """The model shape: the preset (tiny when none) with the explicit `options`."""

@@ -67,11 +67,11 @@ def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
         directory = files.weights if files.weights.is_dir() else files.weights.parent
         raise ElmoError(Errors.E115.format(path=directory,
                                            missing=f"{names.SOFTMAX_NAME} or {names.VOCAB_NAME}"))
-    lm = BiLanguageModel(bilm, len(softmax.vocab))
+    lm = BiLanguageModel.for_evaluation(bilm, len(softmax.vocab))
     with torch.no_grad():
         lm.softmax.weight.copy_(torch.from_numpy(softmax.weight))
         lm.softmax.bias.copy_(torch.from_numpy(softmax.bias))
-    return lm.eval(), softmax.vocab
+    return lm, softmax.vocab
 
 
 def model_of_run(model: str) -> str:

@@ -245,7 +245,7 @@ class Trainer:
             vocab.to_file(out / names.VOCAB_NAME)
         ddp.barrier(ctx)
         vocab = vocab if vocab is not None else Vocab.from_file(out / names.VOCAB_NAME)
-        model = BiLanguageModel(bilm, len(vocab))
+        model = config.language_model(bilm, len(vocab))
         if config.init_weights is not None:
             init_softmax(model, vocab, exported)
         torch.manual_seed(config.seed * 7919 + 1 + ctx.rank)
@@ -266,7 +266,7 @@ class Trainer:
         ddp.barrier(ctx)
         if saved["world_size"] != ctx.world_size:
             raise ElmoError(Errors.E110.format(found=saved["world_size"], given=ctx.world_size))
-        model = model_from_checkpoint(saved)
+        model = model_from_checkpoint(saved, config)
         options = model.bilm.options.to_json_dict()
         asked = options if config.init_weights else config.bilm_options().to_json_dict()
         check_resume(saved["frozen"], frozen_settings(config, asked), out, train_files(config))
@@ -305,8 +305,6 @@ class Trainer:
         self.options = bilm.options.to_json_dict()
         self.frozen = frozen_settings(config, self.options)
         check_vocab(config, vocab)
-        model.n_negatives = config.n_negatives
-        model.set_dropout(config.dropout)
         bilm.lstm.set_fused_backward(config.lstm_backward == "fused")
         if config.optimizer == "adam" and ctx.is_main:
             warn(Warnings.W013, stacklevel=2)

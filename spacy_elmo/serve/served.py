@@ -29,7 +29,8 @@ from ..bilm.windows import MAX_BATCH_TOKENS
 from ..checksums import tensors_sha256
 from ..errors import ElmoError, Errors, first_line
 from ..files.names import PIPELINE_CONFIG, PIPELINE_META
-from ..ml.elmo_model import get_holder
+from ..ml.elmo_model import configure, get_holder, settings_of
+from ..ml.settings import ElmoSettings
 from ..pipeline.component import ElmoComponent
 from .batcher import CONTINUE
 from .inputs import ClientError, EmbedJob, ParseJob, check_tokens
@@ -72,8 +73,8 @@ def open_served(source: Optional[str], *, options: Optional[str] = None,
                               max_batch_tokens=max_batch_tokens)
     check_precision(precision or "fp32", device)  # before a long load or download
     bilm = load_bilm(source, options, format=weights_format, lang=lang).to(device)
-    bilm.set_precision(precision or "fp32")
-    embedder = Embedder(bilm, max_batch_tokens=max_batch_tokens)
+    settings = ElmoSettings(precision=precision or "fp32", max_batch_tokens=max_batch_tokens)
+    embedder = settings.embedder(bilm)
     return Served(embedder, source="bundled" if source is None else source, lang=lang)
 
 
@@ -102,13 +103,11 @@ def _open_pipeline(path: Path, *, gpu_id: int, precision: Optional[str],
     model = component.model
     bilm = get_holder(model).bilm
     assert bilm is not None  # ensure_loaded
+    settings = settings_of(model)
     if precision is not None:
-        bilm.set_precision(precision)  # checked here (E150-E152); the model keeps it
-        model.attrs["precision"] = precision
-    embedder = Embedder(bilm, batch_size=model.attrs["batch_size"],
-                        window=model.attrs["max_sentence_tokens"],
-                        max_batch_tokens=max(max_batch_tokens, model.attrs["max_batch_tokens"]),
-                        word_cache=model.attrs["word_cache_size"])
+        settings = configure(model, precision=precision)  # checked here (E150-E152)
+    embedder = settings.replace(max_batch_tokens=max(max_batch_tokens,
+                                                     settings.max_batch_tokens)).embedder(bilm)
     return Served(embedder, source=str(path), lang=nlp.lang or "xx", nlp=nlp,
                   component=component, component_name=name)
 

@@ -2,6 +2,7 @@
 loaded pipeline takes from its config (one list), the defaults it shares with `embed`; and
 non-finite weights refused at initialize."""
 
+import dataclasses
 import inspect
 
 import h5py
@@ -17,6 +18,7 @@ from spacy_elmo.errors import ElmoError
 from spacy_elmo.ml.elmo_model import build_elmo_model
 from spacy_elmo.ml.listener import replace_listener_cfg
 from spacy_elmo.ml.serialize import CONFIGURED
+from spacy_elmo.ml.settings import CONFIG_NAMES, ElmoSettings
 
 from ..conftest import make_random_bilm
 
@@ -71,10 +73,13 @@ def test_a_private_biLM_keeps_its_source_out_of_its_saved_bytes(weights_dir):
 
 
 def test_configured_settings_are_one_list():
-    model_defaults = {name for name, p in inspect.signature(build_elmo_model).parameters.items()}
-    assert model_defaults - {"output_cache_mb"} <= set(CONFIGURED)
+    """The component's configured settings are one list; ElmoModel's are one object, each
+    argument of its architecture one field of it."""
     assert {"store_layers", "set_vector_hooks", "mix_weights", "gamma"} <= set(CONFIGURED)
     assert "weights" not in CONFIGURED  # the saved biLM's source is saved with it
+    arguments = set(inspect.signature(build_elmo_model).parameters)
+    fields = {CONFIG_NAMES.get(f.name, f.name) for f in dataclasses.fields(ElmoSettings)}
+    assert arguments == fields
 
 
 def test_component_and_embed_share_their_defaults():

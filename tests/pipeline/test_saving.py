@@ -20,7 +20,7 @@ from thinc.api import Config
 
 from spacy_elmo.bilm import BiLMOptions, WordCache, batch_to_ids, load_bilm, save_bilm
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.ml.elmo_model import get_holder
+from spacy_elmo.ml.elmo_model import get_holder, settings_of
 from spacy_elmo.ml.serialize import CHECKSUM
 from spacy_elmo.pipeline import ElmoListener
 
@@ -329,14 +329,14 @@ def test_a_loaded_pipeline_takes_its_settings_from_the_config(weights_dir, tmp_p
     loaded = spacy.load(tmp_path / "pipeline")  # as saved
     elmo = loaded.get_pipe("elmo")
     assert elmo.model.attrs["output_cache"].max_bytes == 64 * 2**20
-    assert elmo.model.attrs["batch_size"] == 8 and not elmo.cfg["set_vector_hooks"]
+    assert settings_of(elmo.model).batch_size == 8 and not elmo.cfg["set_vector_hooks"]
     overrides = {"components": {"elmo": {"store_layers": True, "set_vector_hooks": True,
                                          "gamma": 2.0,
                                          "model": {"output_cache_mb": 0, "batch_size": 2}}}}
     loaded = spacy.load(tmp_path / "pipeline", config=overrides)
     elmo = loaded.get_pipe("elmo")
     assert elmo.model.attrs["output_cache"].max_bytes == 0
-    assert elmo.model.attrs["batch_size"] == 2
+    assert settings_of(elmo.model).batch_size == 2
     doc = loaded(TEXT)
     np.testing.assert_allclose(doc._.elmo, 2.0 * expected, atol=1e-5)
     assert doc._.elmo_layers is not None and doc.has_vector
@@ -363,22 +363,22 @@ def test_a_loaded_private_biLM_takes_its_settings_from_the_config(weights_dir, t
     def private(pipeline):
         return next(n for n in pipeline.get_pipe("ner").model.walk() if n.name == "elmo")
 
-    saved = private(spacy.load(tmp_path / "p")).attrs
-    assert saved["output_cache"].max_bytes > 0 and saved["batch_size"] != 3
+    saved = private(spacy.load(tmp_path / "p"))
+    assert saved.attrs["output_cache"].max_bytes > 0 and settings_of(saved).batch_size != 3
     overrides = {"components": {"ner": {"model": {"tok2vec": {"elmo": {
         "output_cache_mb": 0, "batch_size": 3, "precision": "int8"}}}}}}
     loaded = spacy.load(tmp_path / "p", config=overrides)
-    attrs = private(loaded).attrs
-    assert attrs["output_cache"].max_bytes == 0
-    assert (attrs["batch_size"], attrs["precision"]) == (3, "int8")
+    model = private(loaded)
+    assert model.attrs["output_cache"].max_bytes == 0
+    assert (settings_of(model).batch_size, settings_of(model).precision) == (3, "int8")
+    # applied once, at load: the biLM runs at the setting before any call
+    assert get_holder(model).bilm.precision == "int8"
     loaded(text)
-    assert get_holder(private(loaded)).bilm.precision == "int8"  # it runs at the setting
+    assert get_holder(model).bilm.precision == "int8"
     as_saved = spacy.load(tmp_path / "p")  # without overrides: the saved settings, same output
     assert [e.text for e in as_saved(text).ents] == expected
-    # nothing new is saved (earlier versions read these pipelines), and the output cache is
-    # the last attr saved, where the configured ones are put back
-    saved_attrs = private(nlp).to_dict()["attrs"][0]
-    assert "configured" not in saved_attrs and list(saved_attrs)[-1] == "output_cache"
+    # the settings are never saved: the config holds them
+    assert private(nlp).to_dict()["attrs"][0] == {}
 
 
 # pipelines of spacy-elmo 0.1: the 1.0 fixture's, rewritten as 0.1 saved them ------------

@@ -100,10 +100,10 @@ def test_elmo_model_serves_no_output_of_weights_an_optimizer_step_changed():
         assert not np.allclose(now, before)
         np.testing.assert_allclose(now, expected, atol=1e-6)
     # without further steps the caches are kept
-    cache, generation = model.attrs["output_cache"], get_holder(model).generation
+    cache, version = model.attrs["output_cache"], get_holder(model).bilm.version.key()
     hits = cache.hits
     model.predict(docs)
-    assert cache.hits == hits + len(docs) and get_holder(model).generation == generation
+    assert cache.hits == hits + len(docs) and get_holder(model).bilm.version.key() == version
 
 
 def test_a_copied_elmo_model_has_its_own_biLM():

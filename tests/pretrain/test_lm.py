@@ -37,7 +37,7 @@ def test_eval_mode_uses_the_full_softmax_and_sums_per_direction(tmp_path):
     vocab = Vocab(["x", "y", "z", "u", "v"])
     streams = TrainStreams(SentenceSource([path], TextSettings(), shuffle=False),
                            BatchMaker(vocab, 50), rows=2, window=4)
-    model = BiLanguageModel(BiLM(TINY_OPTIONS), len(vocab), n_negatives=4).eval()
+    model = BiLanguageModel(BiLM(TINY_OPTIONS), len(vocab), n_negatives=4, dropout=0.1).eval()
     captured = []
 
     def full_nll(hidden, targets):
