@@ -48,6 +48,9 @@ def test_a_true_false_setting_takes_a_true_false_word_or_stands_alone():
                          "--corpus.split_sentences", "--training.sum_over_steps", "0")
     assert [value for _, value, _ in overrides] == [False, True, True, 0]
     assert parse("--split-sentences", "a.txt")[0] == ["a.txt"]  # not its value
+    # the same for --section.key (spaCy's override parser takes any next word as the value)
+    assert parse("--corpus.split_sentences", "a.txt") == (
+        ["a.txt"], [("corpus.split_sentences", True, "--corpus.split_sentences")])
 
 
 @pytest.mark.parametrize("args,code", [

@@ -297,6 +297,21 @@ def test_gpu_id_sets_the_device_and_device_is_a_setting_only():
     assert "--config" not in result.output and "--device " not in result.output
 
 
+@pytest.mark.parametrize("name", ["pretrain_en.cfg", "pretrain_zh.cfg"])
+def test_printed_settings_read_back_as_they_were(name, tmp_path, monkeypatch):
+    """`pretrain CONFIG --dry-run > NEW.cfg` (as E250 says to write one) gives a file that
+    reads back to the same settings: a lone $ (skip_pattern "^= .* =$") stays one $ both
+    ways (thinc's Config.to_str writes it $$, which this reader keeps as $$)."""
+    monkeypatch.chdir(ROOT)
+    result = runner.invoke(app, ["pretrain", f"configs/{name}", "--paths.output", "runs/a$b",
+                                 "--dry-run"])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "new.cfg").write_text(result.stdout, encoding="utf-8")
+    config = PretrainConfig.from_file(tmp_path / "new.cfg")
+    assert config == PretrainConfig.from_file(f"configs/{name}", output="runs/a$b")
+    assert config.output == "runs/a$b"
+
+
 def test_init_pretrain_config_writes_the_defaults(tmp_path):
     out = tmp_path / "p.cfg"
     result = runner.invoke(app, ["init-pretrain-config", str(out), "--preset", "small",
