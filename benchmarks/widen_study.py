@@ -187,6 +187,10 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "widen")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/widen_study.md")
     args = parser.parse_args()
+    if not (args.start / "softmax.hdf5").exists():
+        parser.error(f"--start {args.start} has no softmax.hdf5: give an export with its "
+                     "softmax, e.g. the long English run's: git checkout 4e54c30 -- "
+                     "benchmarks/results/en_long/export")
     runs, wide = args.runs, f"wide{args.lstm_dim}"
     runs.mkdir(parents=True, exist_ok=True)
     init = runs / f"{wide}_init"
