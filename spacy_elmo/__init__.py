@@ -1,3 +1,3 @@
 """spacy-elmo: ELMo contextual vectors for spaCy v3."""
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"

@@ -3,4 +3,4 @@ dataset conversions, word2vec baselines, the WiC and layer probes, bundling biLM
 CLIs in scripts/ and the benchmarks call these modules. It imports the library (`spacy_elmo`);
 the library never imports it, and its wheel leaves it out."""
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"

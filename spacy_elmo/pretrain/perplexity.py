@@ -59,7 +59,7 @@ def evaluate_lm(model: BiLanguageModel, batches: Sequence[LMBatch],
 
 def load_lm(model: Union[str, Path]) -> Tuple[BiLanguageModel, Vocab]:
     """The language model of an export (`model`: its directory or weights file, as
-    `bilm.sources.locate` takes them): biLM, and softmax.hdf5 and vocab.txt beside it."""
+    `bilm.io.sources.locate` takes them): biLM, and softmax.hdf5 and vocab.txt beside it."""
     files = locate(model)
     bilm = load_files(files)
     softmax = read_softmax(files.weights, bilm.options.projection_dim)
