@@ -29,10 +29,11 @@ import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
-from spacy_elmo.errors import ElmoError, Errors, Warnings, damaged, warn
+from spacy_elmo.errors import ElmoError, damaged, warn
 from spacy_elmo.files.json_io import write_json
 from spacy_elmo.validation import check_all, integer
 
+from .errors import Errors, Warnings
 from .messages import user_errors
 from .probes import (
     BATCH_SIZE_OPTION,

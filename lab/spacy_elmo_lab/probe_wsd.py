@@ -35,10 +35,11 @@ import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
-from spacy_elmo.errors import ElmoError, Errors, damaged
+from spacy_elmo.errors import ElmoError, damaged
 from spacy_elmo.files.json_io import write_json
 from spacy_elmo.pretrain.corpus import open_text
 
+from .errors import Errors
 from .messages import user_errors
 from .probes import (
     BATCH_SIZE_OPTION,
