@@ -5,7 +5,7 @@
       [--out benchmarks/results/table_jobs.md]
 
 Run from the project directory, on the corpora `spacy project run convert` wrote. The same
-cells (`scripts/run_table.py`'s commands, a shortened budget) are trained twice into a
+cells (`spacy_elmo_lab.run_table`'s commands, a shortened budget) are trained twice into a
 temporary directory: first one at a time, as `--jobs 1` does, then `--jobs N`, and the wall
 time of each pass, the ratio and every cell's training minutes are printed side by side,
 with the matmul rate torch reaches on this machine before and after (a drop means other work

@@ -11,7 +11,7 @@
 # Afterwards, on the CPU, compare the export with the bundled biLM and bundle it if better:
 #   spacy-elmo perplexity OUT/run/model DATA/enwiki_core.valid.txt.xz
 #   spacy-elmo perplexity spacy_elmo/data/elmo_en_small DATA/enwiki_core.valid.txt.xz
-#   python scripts/wic.py ...  (docs/models.md), then python scripts/bundle.py ...
+#   python -m spacy_elmo_lab.wic ...  (docs/models.md), then python -m spacy_elmo_lab.bundle ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?DATA folder with lm_en shards}; out=${2:?OUT folder}

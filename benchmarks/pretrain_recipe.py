@@ -124,7 +124,7 @@ def summary(name: str, run: Path, wic_dir: Path | None) -> Dict[str, Any]:
     if wic_dir is not None:
         wic_json = run / f"wic_step{train[-1]['step']}.json"  # a longer budget: probe again
         if not wic_json.exists():
-            subprocess.run([sys.executable, str(ROOT / "scripts" / "wic.py"),
+            subprocess.run([sys.executable, "-m", "spacy_elmo_lab.wic",
                             str(run / "model"), str(wic_dir), "--json", str(wic_json)],
                            check=True, stdout=subprocess.DEVNULL)
         rows = json.loads(wic_json.read_text(encoding="utf-8"))

@@ -8,13 +8,13 @@ Reads RUN_DIR/config.json and metrics.jsonl (the files every `spacy-elmo pretrai
 keeps) and writes the settings that matter, every dev evaluation (step, tokens, forward /
 backward / mean full-softmax perplexity, training hours and CPU hours so far), the
 throughput, the snapshots on disk, and how to continue the run. With --wic, each snapshot's
-WiC dev accuracy (`scripts/wic.py`, kept as `wic.json` in the snapshot so that it is
+WiC dev accuracy (`spacy_elmo_lab.wic`, kept as `wic.json` in the snapshot so that it is
 computed once; snapshots that already have one are listed without --wic); with --probes
 DATA_DIR, each snapshot's nearest-neighbour WSD on SemEval-2007 and XPOS dev accuracy
-(`scripts/probe_wsd.py`, `scripts/probe_pos.py`; kept as `probe_wsd.json` and
+(`spacy_elmo_lab.probe_wsd`, `spacy_elmo_lab.probe_pos`; kept as `probe_wsd.json` and
 `probe_pos.json` in the snapshot, about 3 minutes a snapshot on 2 cores); with --perplexity
 NAME=TEXT, each snapshot's perplexity on other held-out text, as the model card gives it
-(`scripts/bundle.py --perplexity`: the run's dev_max_tokens tokens; kept as
+(`python -m spacy_elmo_lab.bundle --perplexity`: the run's dev_max_tokens tokens; kept as
 `perplexity_NAME.json`), beside the compared card's figure. The run directory
 itself (checkpoint, snapshots) is too large for git; this page is the record that survives it.
 """
@@ -125,11 +125,11 @@ def wic_table(run: Path, snapshots: List[Path], wic: Optional[Path],
         return []
     baseline = f"{mfs[0]:.1f}" if mfs else "-"
     return ["## Probes of the snapshots", "",
-            "WiC: `python scripts/wic.py SNAPSHOT WIC_DIR` (cosine threshold fitted on "
-            "WiC train; chance 50, published ELMo 57.7 on test). WSD: `python "
-            "scripts/probe_wsd.py SEMCOR SEMEVAL2007 --weights SNAPSHOT`, the best layer's "
+            "WiC: `python -m spacy_elmo_lab.wic SNAPSHOT WIC_DIR` (cosine threshold fitted on "
+            "WiC train; chance 50, published ELMo 57.7 on test). WSD: `python -m "
+            "spacy_elmo_lab.probe_wsd SEMCOR SEMEVAL2007 --weights SNAPSHOT`, the best layer's "
             "nearest-neighbour accuracy on SemEval-2007, the dev set (SemCor's most frequent "
-            f"sense: {baseline}). POS: `python scripts/probe_pos.py UD_DIR --weights "
+            f"sense: {baseline}). POS: `python -m spacy_elmo_lab.probe_pos UD_DIR --weights "
             "SNAPSHOT`, the best layer's XPOS dev accuracy (L2 weight and epoch chosen on "
             "dev; the test split is not read). Layer 0 is the token layer, `mix` the mean "
             "of the layers.", "",
@@ -173,7 +173,7 @@ def perplexity_table(run: Path, snapshots: List[Path], specs: List[str],
         rows.append(f"| {snap.name} | " + " | ".join(cells) + " |")
     return ["## Perplexity of the snapshots on other text", "",
             "Per character, on the run's dev_max_tokens tokens of each text (as "
-            "`scripts/bundle.py --perplexity` measures it for the model card): "
+            "`python -m spacy_elmo_lab.bundle --perplexity` measures it for the model card): "
             + "; ".join(f"{n}: `{s.split('=', 1)[1]}`" for n, s in zip(names, specs,
                                                                       strict=True)) + ".", "",
             "| snapshot | " + " | ".join(names) + " |",

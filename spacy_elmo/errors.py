@@ -433,30 +433,7 @@ class Errors(metaclass=Catalogue):
             "Serve a pipeline with one, or its biLM directly: spacy-elmo serve WEIGHTS.")
     E219 = ("spaCy cannot use GPU {gpu_id} for the pipeline ({err}). Install CuPy for your CUDA "
             "(pip install 'spacy-elmo[cuda12x]'), or serve on the CPU (--gpu-id -1).")
-    # Layer probes: word senses and parts of speech (E220-E229)
-    E220 = ("Line {line} of '{path}' is not a SemCor sentence: {problem}. Each line is a JSON "
-            "object with 'tokens' (the words; a multiword expression joined by '_') and "
-            "'senses' (one list of WordNet sense keys per token, empty where untagged).")
-    E221 = ("'{path}' is not a word sense disambiguation set in the unified framework's "
-            "format: {problem}. Give NAME.data.xml with NAME.gold.key.txt beside it, or the "
-            "directory that holds the pair.")
-    E222 = ("'{path}': {problem}. In the unified framework's format every <instance> has an "
-            "id, a lemma and a pos (NOUN, VERB, ADJ or ADV) and its word(s) as text.")
-    E223 = ("'{path}' gives no gold sense for {n} instance(s) of '{data}' (e.g. {example}): "
-            "the files do not belong together. Use the .gold.key.txt that came with the "
-            ".data.xml.")
-    E224 = "Line {line} of '{path}' is not 'INSTANCE_ID SENSE_KEY [SENSE_KEY ...]': {text!r}."
-    E225 = ("{key!r} (line {line} of '{path}') is not a WordNet sense key (lemma%ss_type:"
-            "lex_filenum:lex_id:head_word:head_id, ss_type 1-5).")
-    E226 = ("'{path}' holds no sense-tagged token: the probe needs SemCor's tagged tokens for "
-            "its sense centroids and its most-frequent-sense baseline.")
-    E227 = ("Line {line} of '{path}' is not a CoNLL-U word line (10 tab-separated columns: "
-            "ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC): {text!r}.")
-    E228 = ("'{path}' has no {split} file ({patterns}). Give a Universal Dependencies "
-            "treebank directory holding its train, dev and test .conllu files (e.g. "
-            "en_ewt-ud-train.conllu).")
-    E229 = ("The {split} file '{path}' holds no sentence (no CoNLL-U word line): the probe "
-            "has nothing to {what}. Give the treebank's {split} file.")
+    # E220-E229: the lab's layer probes (spacy_elmo_lab.errors)
     # bf16 precision (E230-E249)
     E230 = ("precision 'bf16' on {device}, which has no native bf16 matrix units (AVX512-BF16 "
             "or AMX on a CPU, Ampere or newer on a GPU): torch would emulate every bf16 matmul, "
@@ -622,9 +599,7 @@ class Warnings(metaclass=Catalogue):
             "open, the limit (--max-connections {limit:,}).")
     W034 = ("Closed {n:,} connection(s) in the last {seconds:g} s whose client read nothing of "
             "its answer for {timeout:g} s (--send-timeout): the answers were dropped.")
-    # Layer probes (W035-W039)
-    W035 = ("{n} {split} token(s) have {tagset} tags that the training file never has "
-            "({tags}): the probe counts them wrong.")
+    # W035-W039: the lab's layer probes (spacy_elmo_lab.errors)
     # The HTTP server's connections (W040-W044)
     W040 = ("--max-connections {asked:,} lowered to {allowed:,}: this process may open {files:,} "
             "files (ulimit -n), and {reserve} are kept for the model and the log. Raise the "

@@ -1,4 +1,4 @@
-"""scripts/bundled_history.py: the bundled biLMs of the git history as curve snapshots."""
+"""spacy_elmo_lab.bundled_history: the bundled biLMs of the git history as curve snapshots."""
 
 import json
 import shutil

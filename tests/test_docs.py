@@ -4,7 +4,8 @@ registered name, component setting and project command they name exists.
 
 What counts as a claim: links anywhere in the prose; commands only in code (inline spans
 and fenced blocks), i.e. `spacy-elmo CMD ...`, `python -m spacy_elmo CMD ...`, `spacy CMD
-...` and `python -m spacy CMD ...`; repository paths (configs/, scripts/, ...) only in code.
+...` and `python -m spacy CMD ...`; repository paths (configs/, lab/, ...) and the lab's
+commands (`python -m spacy_elmo_lab.MODULE`) only in code.
 A `--flag` in prose or in a span without a command is not checked (it has no command).
 CHANGELOG.md and benchmarks/results/*.md are history: only their links are checked."""
 import inspect
@@ -25,7 +26,8 @@ from thinc.api import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 200
-REPO_DIRS = ("configs", "scripts", "benchmarks", "spacy_elmo", "tests", "demo", "docs")
+# scripts/ is gone (its commands are the lab's modules): a path into it is reported
+REPO_DIRS = ("configs", "scripts", "lab", "benchmarks", "spacy_elmo", "tests", "demo", "docs")
 SHELL_LANGS = {"", "bash", "sh", "shell", "console", "zsh"}
 HISTORY = {"CHANGELOG.md"}  # history: its links must resolve, its commands stay as they ran
 SEPARATORS = {"&&", "||", "|", ";", "&"}
@@ -394,6 +396,15 @@ def check_paths(code: Code, ctx: Context) -> Iterator[str]:
                 yield f"no such file: {pattern}"
 
 
+LAB_MODULE = re.compile(r"(?<![\w.])spacy_elmo_lab\.(\w+)")
+
+
+def check_lab_modules(code: Code, ctx: Context) -> Iterator[str]:
+    for name in LAB_MODULE.findall(code.text):
+        if not name.isupper() and not ctx.exists(f"lab/spacy_elmo_lab/{name}.py"):
+            yield f"no lab module spacy_elmo_lab.{name}"
+
+
 VARS = re.compile(r"--vars\.(\w+)")
 
 
@@ -504,6 +515,7 @@ def problems(root: Path, files: Sequence[Path], settings_pages: Sequence[str] = 
                 for tokens in commands(line):
                     found.extend(f"{where}: {p}" for p in check_command(tokens, ctx))
             found.extend(f"{where}: {p}" for p in check_paths(code, ctx))
+            found.extend(f"{where}: {p}" for p in check_lab_modules(code, ctx))
             found.extend(f"{where}: {p}" for p in check_vars(code, ctx))
             for name in REGISTERED.findall(code.text):
                 if registered(name) is None:
@@ -611,6 +623,7 @@ BAD = [
     ("`configs/{a,c}.cfg`", "configs/c.cfg"),
     ("`configs/z*.cfg`", "no file matches"),
     ("`scripts/nothing.py`", "no such file"),
+    ("`python -m spacy_elmo_lab.nothing IN OUT`", "no lab module spacy_elmo_lab.nothing"),
     ("```ini\n[x]\n@architectures = \"spacy-elmo.ElmoListener.v1\"\ngrad_factr = 1\n```",
      "grad_factr"),
     ("```ini\n[x]\n@architectures = \"spacy-elmo.ElmoListener.v1\"\n\n[x.encoder]\nw = 1\n```",

@@ -1,4 +1,5 @@
-"""The spaCy project and its scripts: commands point at real files; converters are right."""
+"""The spaCy project and its lab commands: commands point at real files and modules;
+converters are right."""
 
 import re
 import shutil
@@ -41,21 +42,24 @@ def test_project_commands_reference_existing_files():
         assert set(workflow) <= names
     for command in project["commands"]:
         for line in command["script"]:
-            for ref in re.findall(r"(?:configs|scripts|demo/data)/[\w./-]+", line):
+            for ref in re.findall(r"(?:configs|lab|demo/data)/[\w./-]+", line):
                 assert (ROOT / ref).exists(), (command["name"], ref)
+            for module in re.findall(r"python -m spacy_elmo_lab\.(\w+)", line):
+                assert (ROOT / "lab" / "spacy_elmo_lab" / f"{module}.py").exists(), line
+            assert "scripts/" not in line, line
 
 
-def test_project_commands_have_full_help_and_rerun_their_guarded_scripts():
+def test_project_commands_have_full_help_and_rerun_their_guarded_commands():
     """`spacy project document` makes the docs' project section from the help texts; a
-    command rerun by `spacy project run` replaces its own outputs (--overwrite: the scripts
+    command rerun by `spacy project run` replaces its own outputs (--overwrite: the commands
     refuse an existing output without it); `all` promises no command whose inputs are gone
     (`curve` needs a long run's snapshots, `curve-bundled` none)."""
     project = _project()
     for command in project["commands"]:
         assert len(command.get("help", "")) >= 60, command["name"]
         for line in command["script"]:
-            if re.match(r"python scripts/(convert|holdout|raw_text|word2vec|wic"
-                        r"|probe_wsd|probe_pos)\.py", line):
+            if re.match(r"python -m spacy_elmo_lab\.(convert|holdout|raw_text|word2vec|wic"
+                        r"|probe_wsd|probe_pos) ", line):
                 assert line.endswith(" --overwrite"), line
     assert "curve" not in project["workflows"]["all"]
     assert "curve-bundled" in project["workflows"]["all"]

@@ -1,4 +1,4 @@
-"""scripts/wic.py: reading the WiC layout, the threshold fit, and a whole probe run."""
+"""spacy_elmo_lab.wic: reading the WiC layout, the threshold fit, and a whole probe run."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""scripts/word2vec.py: the text word2vec reads is the biLM's, token for token."""
+"""spacy_elmo_lab.word2vec: the text word2vec reads is the biLM's, token for token."""
 
 import gzip
 import sys

@@ -1,6 +1,6 @@
 """Export a pretraining run as the package's bundled biLM for a language, with its model card.
 
-  python scripts/bundle.py RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
+  python -m spacy_elmo_lab.bundle RUN_DIR --lang en|zh [--snapshot RUN_DIR/snapshots/step_N]
       [--output spacy_elmo/data/elmo_<lang>_small] [--wic WIC_DIR]
       [--perplexity NAME=TEXT ...] [--history TEXT] [--data TEXT]
       [--earlier-steps N --earlier-tokens N]
@@ -8,13 +8,13 @@
 Writes options.json + weights.hdf5 (published layout; no softmax, no vocabulary: the
 component does not need them) and README.md, a model card made from the run's config.json
 and metrics.jsonl: data, size, steps, tokens, training time, hardware, the dev perplexity
-curve; with --wic the WiC probe's accuracies (`scripts/wic.py`), with --perplexity the
+curve; with --wic the WiC probe's accuracies (`spacy_elmo_lab.wic`), with --perplexity the
 per-token and per-character perplexity on other held-out texts (e.g. news). The model is
 the run's checkpoint, or the snapshot given (whose dev.json holds the dev perplexity of
 exactly that step). A run that continued other weights (`--init-weights`) records only its
 own steps: --history says what the weights had been through before (a card row), and
 --earlier-steps / --earlier-tokens how many steps and tokens that was, for a `training in
-all` row (what `scripts/bundled_history.py` plots the biLM at). A
+all` row (what `spacy_elmo_lab.bundled_history` plots the biLM at). A
 language gets its bundled default in `spacy_elmo/bilm/io/sources.py` (`BUNDLED`) once its
 model is in `spacy_elmo/data/`.
 """
@@ -252,7 +252,7 @@ def make_bundle(run: Path, lang: str, snapshot: Optional[Path], output: Path, na
 
 The biLM that `nlp.add_pipe("elmo")` uses when no weights are given to a `{lang}` pipeline.
 Pretrained by this project's own pipeline (`spacy-elmo pretrain`, then
-`scripts/bundle.py`), with the settings below.
+`spacy_elmo_lab.bundle`), with the settings below.
 
 | | |
 |---|---|

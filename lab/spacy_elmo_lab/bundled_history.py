@@ -1,6 +1,6 @@
 """Every biLM that was ever bundled, out of the git history, as snapshots for the curve.
 
-  python scripts/bundled_history.py OUTPUT [--model spacy_elmo/data/elmo_en_small]
+  python -m spacy_elmo_lab.bundled_history OUTPUT [--model spacy_elmo/data/elmo_en_small]
 
 Each commit that changed MODEL/weights.hdf5 gives OUTPUT/step_<step>/ with that commit's
 `options.json` and `weights.hdf5`, the model card (`README.md`) as it stood last with those
@@ -8,7 +8,7 @@ weights (a card corrected later counts), and a `dev.json` with the pretraining s
 and dev perplexity that the card states (the `training in all` row of a biLM that continued
 earlier weights, else its `training` row), and the commits: the
 directory layout of `spacy-elmo pretrain --snapshot-every` snapshots, so that
-`scripts/curve.py ... OUTPUT` trains one downstream run per bundled biLM. This is
+`python -m spacy_elmo_lab.curve ... OUTPUT` trains one downstream run per bundled biLM. This is
 how the perplexity-vs-F1 curve is made where a pretraining run's own snapshots are gone (they
 are not committed; the bundled biLMs are). Needs a git checkout of the project (a clone, not
 an installed package). A snapshot already extracted from the same commits is kept.
@@ -31,7 +31,7 @@ from spacy_elmo.files.names import OPTIONS_NAME, SNAPSHOT_INFO, SNAPSHOT_PREFIX,
 
 # besides the model card, README.md
 FILES = (OPTIONS_NAME, WEIGHTS_NAME)
-# the model card's rows, as scripts/bundle.py writes them (with or without thousands
+# the model card's rows, as spacy_elmo_lab.bundle writes them (with or without thousands
 # separators): "| training | 12,500 steps of 64 rows x 20 tokens, 16.0M tokens; ...",
 # "| training in all | 210,000 steps, 268.8M tokens (...)" (a continued biLM) and
 # "| dev perplexity | 136.6 at step 12500 (mean of ..." or "| dev perplexity | 298.0 (mean ..."

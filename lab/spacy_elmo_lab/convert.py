@@ -1,11 +1,11 @@
 """Convert labelled datasets to spaCy's `.spacy` format (used by project.yml).
 
-  python scripts/convert.py ner INPUT OUTPUT [--sentences-per-doc 10]
+  python -m spacy_elmo_lab.convert ner INPUT OUTPUT [--sentences-per-doc 10]
       CoNLL-style NER: first column the word, last column a tag of BIO/IOB, BIOES/BILOU or
       BMES (prefixes in upper or lower case); blank lines end sentences; -DOCSTART- lines are
       skipped (CoNLL-2003, WNUT-17, and Chinese character NER (MSRA, Resume; Weibo with
       --strip-position-digit)).
-  python scripts/convert.py textcat INPUT OUTPUT --format sst|trec|tsv [--multilabel]
+  python -m spacy_elmo_lab.convert textcat INPUT OUTPUT --format sst|trec|tsv [--multilabel]
       sst: "LABEL text" per line (stsa.fine.*, stsa.binary.*); trec: "COARSE:fine text";
       tsv: "text<TAB>label" or "label<TAB>text" (--label-first).
 

@@ -1,6 +1,6 @@
 """Downstream score against biLM perplexity: one ELMo training per biLM checkpoint.
 
-  python scripts/curve.py CONFIG CORPUS OUTPUT BILM [BILM ...]
+  python -m spacy_elmo_lab.curve CONFIG CORPUS OUTPUT BILM [BILM ...]
       [--baseline metrics/ner_cnn_s0.test.json] [--max-steps 3000] [--eval-frequency 500]
       [--wic WIC_DIR] [--every N]
 
@@ -12,7 +12,7 @@ done.json, written last, records the command, so a rerun skips what is done and 
 again a run stopped halfway or made with other settings. Writes OUTPUT/curve.md and
 OUTPUT/curve.png: test score against dev perplexity, the baseline's test score as a line;
 with --wic, each biLM's WiC dev accuracy beside it (the layer chosen on WiC train, as
-`scripts/wic.py` reports it).
+`spacy_elmo_lab.wic` reports it).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _expand(specs: List[str], every: int = 0) -> List[str]:
 
 
 def wic_dev(bilm_dir: Path, wic: Path, cache: Path) -> float:
-    """WiC dev accuracy of the layer chosen on train (scripts/wic.py), kept in
+    """WiC dev accuracy of the layer chosen on train (spacy_elmo_lab.wic), kept in
     `cache` so that a rerun does not embed WiC again."""
     return float(chosen(cached_probe(bilm_dir, wic, cache))["dev"])  # type: ignore[arg-type]
 

@@ -1,10 +1,10 @@
 """Evaluate every trained pipeline on the dev and test splits of its dataset.
 
-  python scripts/evaluate.py TRAINING_DIR CORPUS_DIR METRICS_DIR [--gpu-id N] [--only-new]
+  python -m spacy_elmo_lab.evaluate TRAINING_DIR CORPUS_DIR METRICS_DIR [--gpu-id N] [--only-new]
 
 A run directory `training/<task>_<row>[_s<seed>]` (e.g. `ner_elmo_s0`, `sst5_cnn`) is
 evaluated on `corpus/<dataset>/{dev,test}.spacy` (the task's dataset, as
-`scripts/run_table.py` names them; `ner` is CoNLL-2003). Writes `metrics/<run>.dev.json` and
+`spacy_elmo_lab.run_table` names them; `ner` is CoNLL-2003). Writes `metrics/<run>.dev.json` and
 `metrics/<run>.test.json`. `run_table.py` evaluates its own cells; this catches the rest
 (e.g. runs trained by hand with `spacy train`). A table cell whose training did not finish
 (its cell.running marker) is skipped with a note; spaCy leaves no sign of an interrupted

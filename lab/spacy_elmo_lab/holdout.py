@@ -1,6 +1,6 @@
 """Split a text corpus into train and dev files: every N-th line goes to dev.
 
-  python scripts/holdout.py INPUT TRAIN_OUT DEV_OUT [--every 100]
+  python -m spacy_elmo_lab.holdout INPUT TRAIN_OUT DEV_OUT [--every 100]
 
 INPUT may be plain, .gz or .xz, in UTF-8 (a byte order mark is dropped); the outputs are
 written gzip-compressed when their names end in .gz. Used for corpora without a dev split
@@ -22,7 +22,7 @@ from spacy_elmo.files.atomic import atomic_write
 from spacy_elmo.files.guard import guard_output
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
-from .messages import user_errors
+from .messages import one_line_errors, user_errors
 
 
 class _BareGzip(gzip.GzipFile):
@@ -101,4 +101,4 @@ def main(input_path: Path, train_out: Path, dev_out: Path, every: int = 100,
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    typer.run(one_line_errors(main))

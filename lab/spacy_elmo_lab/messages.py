@@ -1,6 +1,7 @@
-"""How the experiment scripts report a problem the user can fix: its one-line message on
+"""How the lab's commands report a problem the user can fix: its one-line message on
 standard error and exit status 1 (as the spacy-elmo CLI does), not a traceback, nor click's
-usage box with exit status 2. Every script runs its command through `one_line_errors`."""
+usage box with exit status 2. A command runs through `one_line_errors`, or `user_errors`
+inside it."""
 
 from __future__ import annotations
 

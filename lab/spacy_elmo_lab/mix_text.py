@@ -1,6 +1,6 @@
 """Mix text corpora into one file, each at a weight, their lines spread evenly through it.
 
-  python scripts/mix_text.py OUTPUT INPUT... [--weights 1,0.25] [--seed 0] [--overwrite]
+  python -m spacy_elmo_lab.mix_text OUTPUT INPUT... [--weights 1,0.25] [--seed 0] [--overwrite]
 
 Pretraining reads its files one at a time, so a second corpus given as a second file is
 read as one block. Mixed here, a line of each input takes its place by its position in its
@@ -24,7 +24,7 @@ from spacy_elmo.files.guard import guard_output
 from spacy_elmo.pretrain.corpus import open_text
 
 from .holdout import create_text
-from .messages import user_errors
+from .messages import one_line_errors, user_errors
 
 
 def parse_weights(weights: Optional[str], n_inputs: int) -> List[float]:
@@ -87,4 +87,4 @@ def main(output: Path, inputs: List[Path],
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    typer.run(one_line_errors(main))

@@ -2,7 +2,7 @@
 the ELMo paper (Peters et al. 2018, section 5.3, Table 6), on a Universal Dependencies
 treebank (UD English EWT: XPOS are the Penn Treebank tags, UPOS the universal ones).
 
-  python scripts/probe_pos.py UD_DIR [--weights W] [--output probe_pos.json]
+  python -m spacy_elmo_lab.probe_pos UD_DIR [--weights W] [--output probe_pos.json]
 
 UD_DIR holds the treebank's train, dev and test files (`*-ud-train.conllu` or
 `train.conllu`, and so on). For each layer (0: the context-free token layer, then one per
@@ -29,10 +29,11 @@ import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
-from spacy_elmo.errors import ElmoError, Errors, Warnings, damaged, warn
+from spacy_elmo.errors import ElmoError, damaged, warn
 from spacy_elmo.files.json_io import write_json
 from spacy_elmo.validation import check_all, integer
 
+from .errors import Errors, Warnings
 from .messages import user_errors
 from .probes import (
     BATCH_SIZE_OPTION,
@@ -282,3 +283,7 @@ def main(ud_dir: Path = typer.Argument(..., help="A UD treebank directory with i
     if output is not None:
         write_json(output, {"weights": weights, "seconds": seconds, "threads": threads,
                             "l2": l2_grid, "epochs": epochs, "seed": seed, **results})
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,7 +1,7 @@
 """Do the biLM's layers tell word senses apart? Nearest-neighbour word sense disambiguation
 per layer, the probe of the ELMo paper (Peters et al. 2018, section 5.3, Table 5).
 
-  python scripts/probe_wsd.py SEMCOR EVAL_SET... [--weights W] [--output probe_wsd.json]
+  python -m spacy_elmo_lab.probe_wsd SEMCOR EVAL_SET... [--weights W] [--output probe_wsd.json]
 
 SEMCOR: SemCor 3.0 as JSON lines (`tokens`, multiword expressions joined by `_`, and
 `senses`, a list of WordNet sense keys per token; .xz and .gz are read as they are).
@@ -35,10 +35,11 @@ import typer
 
 from spacy_elmo.bilm import BiLM, load_bilm
 from spacy_elmo.bilm.embedder import Embedder
-from spacy_elmo.errors import ElmoError, Errors, damaged
+from spacy_elmo.errors import ElmoError, damaged
 from spacy_elmo.files.json_io import write_json
 from spacy_elmo.pretrain.corpus import open_text
 
+from .errors import Errors
 from .messages import user_errors
 from .probes import (
     BATCH_SIZE_OPTION,
@@ -388,3 +389,7 @@ def main(semcor: Path = typer.Argument(..., help="SemCor 3.0 as JSON lines (.xz,
     if output is not None:
         write_json(output, {"weights": weights, "seconds": seconds, "threads": threads,
                             "note": NOTE, "sets": results})
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,6 +1,6 @@
 """Raw text as JSONL for `spacy pretrain`: one {"text": ...} object per non-empty line.
 
-  python scripts/raw_text.py INPUT OUTPUT [--limit N] [--skip-pattern REGEX]
+  python -m spacy_elmo_lab.raw_text INPUT OUTPUT [--limit N] [--skip-pattern REGEX]
 
 INPUT may be plain, .gz or .xz, in UTF-8 (a byte order mark is dropped). Title lines of the
 Wikipedia dumps (`= ... =`) are skipped by default, as in the biLM pretraining config, so both
@@ -23,7 +23,7 @@ from spacy_elmo.files.atomic import atomic_write
 from spacy_elmo.files.guard import guard_output
 from spacy_elmo.pretrain.corpus import first_undecodable_line, open_text
 
-from .messages import user_errors
+from .messages import one_line_errors, user_errors
 
 
 def _check(input_path: Path, output: Path, limit: int, skip_pattern: str,
@@ -88,4 +88,4 @@ def main(input_path: Path, output: Path, limit: int = 0,
 
 
 if __name__ == "__main__":
-    typer.run(main)
+    typer.run(one_line_errors(main))

@@ -1,6 +1,6 @@
 """The results table and the figures: scores side by side, and each task's layer mix.
 
-  python scripts/results.py METRICS_DIR TRAINING_DIR OUTPUT_DIR
+  python -m spacy_elmo_lab.results METRICS_DIR TRAINING_DIR OUTPUT_DIR
 
 Writes OUTPUT_DIR/results.md (models down, tasks across: test and dev scores of every run,
 and the test difference to the CNN baseline; NER: entity F1, textcat: accuracy; the UD
@@ -8,7 +8,7 @@ pipelines: every score in a table of their own),
 OUTPUT_DIR/layer_weights.md and OUTPUT_DIR/layer_weights.png (softmax(w) and gamma learned
 by each ELMo task: which biLM layer it leans on).
 
-Metrics are named `<dataset>_<model>[_s<seed>].<split>.json` (`scripts/evaluate.py`); a
+Metrics are named `<dataset>_<model>[_s<seed>].<split>.json` (`spacy_elmo_lab.evaluate`); a
 run without a seed suffix is seed 0. A cell with several seeds shows the mean test score,
 each seed's test score in seed order and the mean dev score: `80.5 (80.0 / 81.0; dev 90.5)`;
 its difference is between means.
@@ -51,7 +51,7 @@ MODELS = {"cnn": "spaCy CNN baseline", "cnnpre": "CNN + spacy pretrain",
           "elmo_bilstm_out": "ELMo listener, biLSTM encoder, [h ; ELMo]",
           "elmo_concat_bilstm": "[spaCy features ; ELMo], biLSTM encoder",
           "elmo_bilstm_attn": "ELMo listener, biLSTM encoder, attention pooling"}
-# a table cell's run directory (scripts/run_table.py): CELL_RUNNING while it trains and
+# a table cell's run directory (spacy_elmo_lab.run_table): CELL_RUNNING while it trains and
 # evaluates, CELL_DONE (its record) once it has
 CELL_RUNNING, CELL_DONE = "cell.running", "cell.json"
 SEED_SUFFIX = re.compile(r"^(?P<model>.+)_s(?P<seed>\d+)$")

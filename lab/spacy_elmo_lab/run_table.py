@@ -1,6 +1,6 @@
 """Train and evaluate every cell of a results table: tasks x rows x seeds, resumable.
 
-  python scripts/run_table.py en|zh [--tasks ner,wnut] [--rows cnn,elmo] [--seeds 0,1]
+  python -m spacy_elmo_lab.run_table en|zh [--tasks ner,wnut] [--rows cnn,elmo] [--seeds 0,1]
       [--weights W] [--news-weights W] [--jieba-weights W] [--max-steps 3000]
       [--eval-frequency 500] [--gpu-id -1] [--jobs 1] [--dry-run]
       [--summary results/table_en.json] [--archive benchmarks/results/cells]
@@ -8,7 +8,7 @@
 A cell is `spacy train` of its base config (configs/<kind>_<architecture>.cfg) with the
 overrides of its task's language and its row (`table.compose`) on corpus/<dataset>/{train,dev}.spacy
 into training/<task>_<row>_s<seed>/, then `spacy evaluate` of its model-best on dev and test
-into metrics/<task>_<row>_s<seed>.{dev,test}.json (the names `scripts/results.py` reads).
+into metrics/<task>_<row>_s<seed>.{dev,test}.json (the names `spacy_elmo_lab.results` reads).
 A finished cell leaves training/<run>/cell.json (its command, wall time and scores); a rerun
 skips finished cells (those whose cell.json records the same settings, --gpu-id aside: a
 cell of other settings, such as another biLM or budget, is trained again) and trains an
@@ -16,7 +16,7 @@ interrupted one again from the start, so a table that takes longer than a sessio
 where it stopped. With `--archive DIR`, each finished cell's record and its dev and test
 metrics are also written to DIR/<run>.json, to be committed: a rerun on another machine,
 where training/ and metrics/ are gone, restores them from there and skips those cells
-(their models are not kept: `scripts/results.py` shows no layer mix for them).
+(their models are not kept: `spacy_elmo_lab.results` shows no layer mix for them).
 `--summary` is written once every cell is finished (the project's commands name it as
 their output), and while cells are skipped for missing inputs the command exits non-zero,
 so that `spacy project run` does not take the table as made. Every row of a task gets the

@@ -1,6 +1,6 @@
 """The same word in different senses: ELMo vectors tell them apart, the token layer cannot.
 
-  python scripts/similarity_demo.py [PIPELINE_OR_WEIGHTS] [--lang en|zh]
+  python -m spacy_elmo_lab.similarity_demo [PIPELINE_OR_WEIGHTS] [--lang en|zh]
 
 PIPELINE_OR_WEIGHTS: a trained pipeline with an `elmo` component (its language decides), or
 biLM weights (a directory or weights.hdf5); default: the biLM bundled for --lang. English:
@@ -125,9 +125,9 @@ def why_not_separated(bundled: bool, lang: str) -> str:
     which = ("the small bundled biLM, pretrained on CPUs, does not separate these "
              "senses yet" if bundled else "this biLM does not separate these senses")
     fix = ("a published biLM, trained on a billion words, is the one to compare: "
-           "python scripts/similarity_demo.py allennlp/original (downloaded once)"
+           "python -m spacy_elmo_lab.similarity_demo allennlp/original (downloaded once)"
            if lang == "en" else "a larger biLM, e.g. an ELMoForManyLangs model directory: "
-           "python scripts/similarity_demo.py PATH --lang zh")
+           "python -m spacy_elmo_lab.similarity_demo PATH --lang zh")
     return (f"A 'no' above: {which} (docs/models.md, 'Word senses'); {fix}. The token layer "
             "alone is the same vector in every sentence, so it can never separate them.")
 

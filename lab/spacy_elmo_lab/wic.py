@@ -1,6 +1,6 @@
 """Does a biLM tell word senses apart? A WiC (word-in-context) probe.
 
-  python scripts/wic.py WEIGHTS WIC_DIR [--out results.md] [--json results.json]
+  python -m spacy_elmo_lab.wic WEIGHTS WIC_DIR [--out results.md] [--json results.json]
 
 WEIGHTS: biLM weights (a directory with options.json + weights.hdf5, or the weights file);
 `spacy_elmo/data/elmo_en_small` is the bundled English biLM. WIC_DIR: the WiC release layout,

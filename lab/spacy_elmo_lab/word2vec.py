@@ -1,6 +1,6 @@
 """Static word vectors (gensim word2vec) on the biLM's pretraining text, tokenized alike.
 
-  python scripts/word2vec.py OUTPUT_DIR [TRAIN...] [--pretrain-config CONFIG]
+  python -m spacy_elmo_lab.word2vec OUTPUT_DIR [TRAIN...] [--pretrain-config CONFIG]
       [--pretrain-steps N] [--lang en] [--segmenter char] [--max-tokens N] [--dim 300]
       [--window 5] [--min-count 5] [--epochs 5] [--threads 2] [--seed 0]
   python -m spacy init vectors LANG OUTPUT_DIR/vectors.txt OUTPUT_DIR/nlp

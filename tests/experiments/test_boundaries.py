@@ -3,6 +3,10 @@ pipeline, pretraining and biLM packages, never the CLI; the library never import
 edits the module search path."""
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,19 +63,41 @@ def _edits_search_path(tree: ast.AST) -> bool:
     return False
 
 
-def test_no_sys_path_edits_in_scripts_benchmarks_or_tests():
+def test_no_sys_path_edits_in_the_lab_benchmarks_or_tests():
     """The experiments were once imported as `from compare import ...` after editing the
     module search path; every file imports the package instead."""
     assert _edits_search_path(ast.parse("import sys\nsys.path[:0] = ['x']"))
-    for folder in ("scripts", "benchmarks", "tests", "spacy_elmo", "lab"):
+    for folder in ("benchmarks", "tests", "spacy_elmo", "lab"):
         for path in (ROOT / folder).rglob("*.py"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             assert not _edits_search_path(tree), path
 
 
-def test_scripts_are_thin():
-    for path in (ROOT / "scripts").glob("*.py"):
-        code = [line for line in path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and not line.startswith(("#", '"""'))]
-        assert len(code) <= 10, path.name
-        assert "spacy_elmo_lab" in path.read_text(encoding="utf-8"), path.name
+# runs each lab command module as `python -m` does, with --help (a typer command exits 0)
+HELP = """
+import runpy, sys
+for name in sys.argv[1:]:
+    sys.argv = [name, "--help"]
+    try:
+        runpy.run_module(f"spacy_elmo_lab.{name}", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        print(name, stop.code, flush=True)
+    else:
+        print(name, "no exit", flush=True)
+"""
+
+
+def test_every_lab_command_runs_as_a_module():
+    """The commands of project.yml and the docs are `python -m spacy_elmo_lab.MODULE`: each
+    such module exists and answers --help."""
+    commands = sorted(p.stem for p in LAB.glob("*.py")
+                      if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8"))
+    named = set(re.findall(r"python -m spacy_elmo_lab\.(\w+)",
+                           (ROOT / "project.yml").read_text(encoding="utf-8")))
+    assert named and named <= set(commands)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", HELP, *commands], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.endswith((" 0", " exit"))]
+    assert lines == [f"{name} 0" for name in commands], done.stdout

@@ -1,4 +1,4 @@
-"""scripts/mix_text.py: corpora mixed at weights, each spread through the output."""
+"""spacy_elmo_lab.mix_text: corpora mixed at weights, each spread through the output."""
 
 import gzip
 

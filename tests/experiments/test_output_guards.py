@@ -1,7 +1,7 @@
-"""Every script that writes a file checks its outputs first (spacy_elmo.files.guard.guard_output):
-an output that is one of its inputs is refused (E025), even with --overwrite, and an
-existing output is refused without --overwrite (E026); each refusal is one line and exit
-status 1, with the files left as they were."""
+"""Every lab command that writes a file checks its outputs first
+(spacy_elmo.files.guard.guard_output): an output that is one of its inputs is refused
+(E025), even with --overwrite, and an existing output is refused without --overwrite
+(E026); each refusal is one line and exit status 1, with the files left as they were."""
 
 from pathlib import Path
 
@@ -35,7 +35,7 @@ def _wic_dir(root: Path) -> Path:
 
 
 def _cases(tmp: Path):
-    """(script, CLI, the arguments with OUT for the output and the input it may not be,
+    """(command, CLI, the arguments with OUT for the output and the input it may not be,
     the input, the output that exists)."""
     conll = tmp / "ner.txt"
     conll.write_text(CONLL, encoding="utf-8")
@@ -46,22 +46,22 @@ def _cases(tmp: Path):
     wic_dir = _wic_dir(tmp / "wic")
     taken = tmp / "taken.out"
     return {
-        "convert.py ner": (convert.app, ["ner", conll, "OUT"], conll),
-        "convert.py textcat": (convert.app, ["textcat", sst, "OUT"], sst),
-        "convert.py ner --split-output": (
+        "convert ner": (convert.app, ["ner", conll, "OUT"], conll),
+        "convert textcat": (convert.app, ["textcat", sst, "OUT"], sst),
+        "convert ner --split-output": (
             convert.app, ["ner", conll, tmp / "a.spacy", "--split", "0.5", "--split-output",
                           "OUT"], conll),
-        "holdout.py TRAIN_OUT": (holdout.main, [text, "OUT", tmp / "dev.txt"], text),
-        "holdout.py DEV_OUT": (holdout.main, [text, tmp / "train.txt", "OUT"], text),
-        "raw_text.py": (raw_text.main, [text, "OUT"], text),
-        "mix_text.py": (mix_text.main, ["OUT", text, sst], sst),
-        "wic.py --out": (wic.main, [tmp / "weights", wic_dir, "--out", "OUT"],
+        "holdout TRAIN_OUT": (holdout.main, [text, "OUT", tmp / "dev.txt"], text),
+        "holdout DEV_OUT": (holdout.main, [text, tmp / "train.txt", "OUT"], text),
+        "raw_text": (raw_text.main, [text, "OUT"], text),
+        "mix_text": (mix_text.main, ["OUT", text, sst], sst),
+        "wic --out": (wic.main, [tmp / "weights", wic_dir, "--out", "OUT"],
                                wic_dir / "dev" / "dev.data.txt"),
-        "wic.py --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],
+        "wic --json": (wic.main, [tmp / "weights", wic_dir, "--json", "OUT"],
                                 wic_dir / "train" / "train.gold.txt"),
-        "word2vec.py": (word2vec.main, ["OUT", text], text),
-        "probe_wsd.py": (probe_wsd.main, [text, tmp / "wsd", "--output", "OUT"], text),
-        "probe_pos.py": (probe_pos.main, [tmp / "ud", "--weights", text, "--output", "OUT"],
+        "word2vec": (word2vec.main, ["OUT", text], text),
+        "probe_wsd": (probe_wsd.main, [text, tmp / "wsd", "--output", "OUT"], text),
+        "probe_pos": (probe_pos.main, [tmp / "ud", "--weights", text, "--output", "OUT"],
                          text),
     }, taken
 
@@ -70,24 +70,25 @@ def _fill(args, out):
     return [out if a == "OUT" else a for a in args]
 
 
-# scripts that write no file a user names, or that keep a resumable directory of their own
+# commands that write no file a user names, or that keep a resumable directory of their own
 # by design (they skip or redo their own records), with why
 NOT_FILE_OUTPUTS = {
-    "run_table.py": "resumable training/ and metrics/ directories of its own cells",
-    "curve.py": "a resumable run directory (OUTPUT/<biLM>/done.json)",
-    "bundled_history.py": "snapshots kept per commit, written atomically",
-    "bundle.py": "stages the bundle beside OUTPUT and swaps it in whole",
-    "results.py": "regenerates OUTPUT_DIR/results.md and its figures",
-    "evaluate.py": "metrics/<run>.{dev,test}.json of each run, regenerated",
-    "similarity_demo.py": "writes nothing",
+    "run_table": "resumable training/ and metrics/ directories of its own cells",
+    "curve": "a resumable run directory (OUTPUT/<biLM>/done.json)",
+    "bundled_history": "snapshots kept per commit, written atomically",
+    "bundle": "stages the bundle beside OUTPUT and swaps it in whole",
+    "results": "regenerates OUTPUT_DIR/results.md and its figures",
+    "evaluate": "metrics/<run>.{dev,test}.json of each run, regenerated",
+    "similarity_demo": "writes nothing",
 }
 
 
-def test_every_script_is_walked(tmp_path):
+def test_every_command_is_walked(tmp_path):
     cases, _ = _cases(tmp_path)
     walked = {name.split()[0] for name in cases}
-    scripts = {p.name for p in (ROOT / "scripts").glob("*.py")}
-    assert walked | set(NOT_FILE_OUTPUTS) == scripts
+    commands = {p.stem for p in (ROOT / "lab" / "spacy_elmo_lab").glob("*.py")
+                if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")}
+    assert walked | set(NOT_FILE_OUTPUTS) == commands
     assert not walked & set(NOT_FILE_OUTPUTS)
 
 
@@ -116,7 +117,7 @@ def test_an_existing_output_needs_overwrite(tmp_path):
         assert written.read_text(encoding="utf-8") == "old", name
 
 
-@pytest.mark.parametrize("script", ["convert.py ner", "holdout.py TRAIN_OUT", "raw_text.py"])
+@pytest.mark.parametrize("script", ["convert ner", "holdout TRAIN_OUT", "raw_text"])
 def test_overwrite_replaces_an_existing_output(tmp_path, script):
     cases, taken = _cases(tmp_path)
     main, args, _ = cases[script]
@@ -127,7 +128,7 @@ def test_overwrite_replaces_an_existing_output(tmp_path, script):
 
 
 def test_word2vec_output_dir_that_is_its_input_file_is_one_line_not_file_exists(tmp_path):
-    """Issue 31: `scripts/word2vec.py IN IN` died with a bare FileExistsError."""
+    """Issue 31: `word2vec IN IN` died with a bare FileExistsError."""
     text = tmp_path / "in.txt"
     text.write_text("a b c\n", encoding="utf-8")
     code, output = _invoke(word2vec.main, [text, text])

@@ -1,4 +1,4 @@
-"""The layer probes (scripts/probe_wsd.py, scripts/probe_pos.py) and the run report's probe
+"""The layer probes (spacy_elmo_lab.probe_wsd and .probe_pos) and the run report's probe
 columns, on SemCor / unified-framework / CoNLL-U files made up here and tiny biLMs."""
 
 import importlib.util

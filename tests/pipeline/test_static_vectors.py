@@ -20,7 +20,7 @@ CNN_VECTORS = STATIC_VECTORS["cnn"]  # the overrides of the word2vec rows
 
 
 def _vectors(directory, lang, lines, **settings):
-    """scripts/word2vec.py on the lines, then `spacy init vectors` (the project's two
+    """spacy_elmo_lab.word2vec on the lines, then `spacy init vectors` (the project's two
     steps); returns the vectors pipeline and word2vec's own vectors."""
     directory.mkdir()
     (directory / "text.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

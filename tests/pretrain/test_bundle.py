@@ -1,4 +1,4 @@
-"""scripts/bundle.py: a run becomes a language's bundled biLM with its model card."""
+"""spacy_elmo_lab.bundle: a run becomes a language's bundled biLM with its model card."""
 
 import json
 import re

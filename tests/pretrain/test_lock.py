@@ -131,3 +131,48 @@ def test_a_failed_start_in_a_new_directory_leaves_nothing(tmp_path):
     with pytest.raises(ElmoError):
         train(quick(tmp_path, n_negatives=500), progress=False)
     assert not (tmp_path / "run").exists()
+
+
+TAKE = """
+import sys, time, warnings
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.files.lock import DirectoryLock
+warnings.simplefilter("always")
+try:
+    with DirectoryLock(sys.argv[1]) as lock:
+        print("held" if lock.held else "no lock", flush=True)
+        time.sleep(float(sys.argv[2]))
+except ElmoError as err:
+    print(err, flush=True)
+    sys.exit(1)
+"""
+
+
+def take_in_a_process(directory: Path, hold: float) -> subprocess.Popen:
+    """Another process that takes `directory`'s lock and holds it for `hold` seconds."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-c", TAKE, str(directory), str(hold)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_one_process_holds_the_lock_and_a_killed_holder_frees_it(tmp_path):
+    """Between real processes: a second one is refused (E071, naming the holder); after
+    kill -9 of the holder, the next one takes the lock over (W017) and frees it when done."""
+    holder = take_in_a_process(tmp_path, 600)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        second = take_in_a_process(tmp_path, 0)
+        out, _ = second.communicate(timeout=120)
+        assert second.returncode == 1
+        assert out.startswith(f"[E071] '{tmp_path}' is in use by another writer (process "
+                              f"{holder.pid} on host {socket.gethostname()}, since "), out
+        assert holder.poll() is None
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == holder.pid
+    third = take_in_a_process(tmp_path, 0)
+    out, err = third.communicate(timeout=120)
+    assert third.returncode == 0 and out.strip() == "held", out + err
+    assert f"[W017] The lock '{tmp_path / LOCK_NAME}' was left by process {holder.pid}" in err
+    assert (tmp_path / LOCK_NAME).read_text() == ""
