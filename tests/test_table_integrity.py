@@ -2,12 +2,13 @@
 settings or of interrupted trainings are trained again, and incomplete tables say so."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import typer
-from spacy_elmo_lab import curve, evaluate, results, run_table
+from spacy_elmo_lab import cell_inputs, curve, evaluate, results, run_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +29,47 @@ def test_a_cell_recorded_with_other_settings_is_not_finished(tmp_path):
     assert run_table.finished(_cell(run_table, gpu="0"), tmp_path)  # the device aside
     assert not run_table.finished(_cell(run_table, weights="bilm/pretrained_v2"), tmp_path)
     assert not run_table.finished(_cell(run_table, steps="600"), tmp_path)
+
+
+def _weights(directory, seed):
+    from spacy_elmo.bilm import save_bilm
+
+    from .conftest import make_random_bilm
+
+    save_bilm(make_random_bilm(seed=seed), directory)
+    return str(directory)
+
+
+def test_a_cell_is_finished_for_the_weights_it_was_trained_from(tmp_path):
+    """A record names the biLM by its path, and the bundled biLM's path stayed the same
+    across releases: the ELMo cells of an earlier bundled biLM counted as finished for
+    today's. The record holds the digest of what it trained from, and a cell is finished
+    for the same content under any path, never for other content under the same path."""
+    training = tmp_path / "training"
+    first = _weights(tmp_path / "a", seed=1)
+    cell = _cell(run_table, weights=first)
+    (training / cell.run).mkdir(parents=True)
+    (training / cell.run / "cell.json").write_text(json.dumps(
+        {"command": run_table.recorded(cell.command), "test": 80.0,
+         "inputs": cell_inputs.input_digests(cell.command, "en")}))
+    assert run_table.finished(cell, training)
+    copy = tmp_path / "copy"
+    shutil.copytree(first, copy)
+    assert run_table.finished(_cell(run_table, weights=str(copy)), training)
+    cell_inputs.path_digest.cache_clear()
+    _weights(tmp_path / "a", seed=2)  # other weights where the first were
+    assert not run_table.finished(cell, training)
+    # a record from before the digests: its command decides, as before
+    (training / cell.run / "cell.json").write_text(json.dumps(
+        {"command": run_table.recorded(cell.command), "test": 80.0}))
+    assert run_table.finished(cell, training)
+
+
+def test_the_bundled_biLM_of_null_weights_is_the_task_language_s():
+    command = ["--paths.elmo_weights", "null", "--paths.vectors", "nowhere"]
+    assert set(cell_inputs.command_paths(command)) == {"elmo_weights", "vectors"}
+    en, zh = (cell_inputs.input_digests(command, lang) for lang in ("en", "zh"))
+    assert set(en) == {"elmo_weights"} and en != zh  # a missing input is not recorded
 
 
 def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, monkeypatch):

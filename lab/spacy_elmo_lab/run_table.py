@@ -67,6 +67,7 @@ import typer
 from spacy_elmo.files.atomic import write_text
 from spacy_elmo.files.json_io import write_json
 
+from .cell_inputs import input_digests
 from .results import CELL_DONE, CELL_RUNNING, score
 from .table import SPLITS, TABLES, W2V_CONCAT, Cell, cell_record, finished, make_cells, recorded
 
@@ -109,7 +110,8 @@ def evaluate_run(run_dir: Path, corpus: Path, metrics: Path, gpu_id: int,
 def restore(archive: Path, training: Path, metrics: Path) -> List[str]:
     """Every archived cell without a local cell.json gets one, and its metrics files, back
     from archive/<run>.json; returns their runs. A local record is never overwritten, and
-    a restored one counts as finished only if it records the command of this run."""
+    a restored one counts as finished only if it records the command and inputs of this
+    run (`table.finished`)."""
     restored = []
     for path in sorted(archive.glob("*.json")):
         run = path.stem
@@ -137,6 +139,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
     and metrics in archive/<run>.json). With `threads`, the processes' thread pools are
     capped and their output goes to training/<run>/train.log."""
     start = time.time()
+    inputs = input_digests(cell.command, cell.lang)  # what it trains from, by content
     run_dir = training / cell.run
     # what an earlier training of this cell left (other settings) must not outlive it
     for old in [run_dir / CELL_DONE] + [metrics / f"{cell.run}.{s}.json" for s in SPLITS]:
@@ -155,6 +158,7 @@ def run_cell(cell: Cell, training: Path, metrics: Path, gpu_id: int,
         if log is not None:
             log.close()
     record = {"command": recorded(cell.command),
+              "inputs": inputs,
               "train_minutes": round(minutes, 1),
               **({"threads": threads} if threads is not None else {}),
               **({"bilm_chosen_by_dev": cell.chosen_by} if cell.chosen_by else {}),

@@ -8,8 +8,9 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
+from .cell_inputs import input_digests
 from .results import CELL_DONE
 
 CONFIGS = Path("configs")  # relative to the project directory, as the commands name them
@@ -117,6 +118,7 @@ class Cell:
     # chosen (recorded in cell.json), None while they are not all finished
     chosen_by: Optional[Dict[str, float]] = None
     waits: bool = False
+    lang: str = "en"  # its task's language: which biLM "null" weights are
 
     @property
     def run(self) -> str:
@@ -212,7 +214,7 @@ def make_cells(table: str, tasks: List[str], rows: Optional[List[str]], seeds: L
                 needs += [Path(v) for k, v in paths.items() if v not in ("null", CHOSEN_LATER)]
                 cells.append(Cell(name, row_name, seed, corpus, command, needs,
                                   chosen_by=choice[1] if follower and choice else None,
-                                  waits=follower and choice is None))
+                                  waits=follower and choice is None, lang=task.lang))
     return cells
 
 
@@ -234,9 +236,23 @@ def settings(command: str) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
 
 
 def finished(cell: Cell, training: Path) -> bool:
-    """Whether the cell's cell.json records a run of this very command (other settings,
-    e.g. another biLM or budget: not finished, trained again)."""
+    """Whether the cell's cell.json records a run of this very command from the same
+    inputs (other settings, e.g. another budget, or another biLM: not finished, trained
+    again). An input whose digest the record holds (`cell_inputs`) is compared by its
+    content, not by its path; a record without digests (before them) by its command."""
     if not (training / cell.run / CELL_DONE).exists():
         return False
-    return settings(cell_record(cell, training).get("command", "")) == \
-        settings(recorded(cell.command))
+    record = cell_record(cell, training)
+    known: Dict[str, str] = record.get("inputs", {})
+    current = input_digests(cell.command, cell.lang)
+    if any(key in current and current[key] != digest for key, digest in known.items()):
+        return False
+    by_content = {f"--paths.{key}" for key in known if key in current}
+    config, options = settings(record.get("command", ""))
+    mine, my_options = settings(recorded(cell.command))
+    return (config, _without(options, by_content)) == (mine, _without(my_options, by_content))
+
+
+def _without(options: Tuple[Tuple[str, str], ...], flags: Set[str]
+             ) -> Tuple[Tuple[str, str], ...]:
+    return tuple(pair for pair in options if pair[0] not in flags)

@@ -1,0 +1,66 @@
+"""What a table cell was trained from, by content: the digest of its biLM and of its static
+vectors, recorded in its cell.json (`inputs`). A record made from other weights under the
+same path (the bundled biLM of an earlier release) is then no finished cell, and one made
+from the same weights under another path is."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+from typing import Dict, Iterable, List, Tuple
+
+from spacy_elmo.bilm.io.sources import BUNDLED, DATA_DIR
+
+# --paths.X whose content a cell's scores depend on, beside its command
+CONTENT_PATHS = ("elmo_weights", "vectors")
+# the files of a biLM directory that decide what it computes (not its model card)
+BILM_FILES = ("weights.hdf5", "options.json")
+
+
+def location(value: str, lang: str) -> Path:
+    """The path a `--paths.X` value names; "null" for a biLM is the one bundled for `lang`."""
+    if value == "null":
+        return DATA_DIR / BUNDLED.get(lang, BUNDLED["en"])
+    return Path(value)
+
+
+def digest_of(parts: Iterable[Tuple[str, bytes]]) -> str:
+    """SHA-256 of named byte strings, in the order given."""
+    digest = hashlib.sha256()
+    for name, data in parts:
+        digest.update(name.encode("utf-8") + b"\0" + str(len(data)).encode() + b"\0")
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@cache
+def path_digest(path: Path) -> str:
+    """The content of a biLM (its weights and options), a directory (every file under it)
+    or a file; "" when it does not exist."""
+    if path.is_file():
+        return digest_of([(path.name, path.read_bytes())])
+    if (path / BILM_FILES[0]).is_file():
+        return digest_of((name, (path / name).read_bytes()) for name in BILM_FILES
+                         if (path / name).is_file())
+    if path.is_dir():
+        return digest_of((str(p.relative_to(path)), p.read_bytes())
+                         for p in sorted(path.rglob("*")) if p.is_file())
+    return ""
+
+
+def command_paths(command: List[str]) -> Dict[str, str]:
+    """The CONTENT_PATHS values a `spacy train` command gives."""
+    found = {}
+    for flag, value in zip(command, command[1:], strict=False):
+        key = flag.removeprefix("--paths.")
+        if flag.startswith("--paths.") and key in CONTENT_PATHS:
+            found[key] = value
+    return found
+
+
+def input_digests(command: List[str], lang: str) -> Dict[str, str]:
+    """The digest of each CONTENT_PATHS input of a cell's command that exists here."""
+    digests = {key: path_digest(location(value, lang))
+               for key, value in command_paths(command).items()}
+    return {key: value for key, value in digests.items() if value}
