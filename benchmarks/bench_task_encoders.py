@@ -1,12 +1,15 @@
 """What the task encoder costs: spaCy's CNN window encoder against a biLSTM (and a biLSTM with
-ELMo again at its output) over the same frozen ELMo features, for NER.
+ELMo again at its output) over the same frozen ELMo features, for NER, and for text
+classification the CNN with max + mean pooling (1.0's default) against the biLSTM with
+attention pooling (1.1's).
 
-Pipelines from configs/ner_elmo.cfg on the bundled English biLM, each variant an override of
-the same file (`encode.kind`, `elmo_at_output`), trained and run on the project's WNUT-17
-sample (demo/data): seconds per training update (batches of `--batch-size` sentences, the
-biLM's output cache on, as from the second epoch; best of `--repeats`) and `nlp.pipe` words
-per second over the dev sample, side by side in one run, with the same-run fp32 matmul rate
-and the CPU's flags.
+Pipelines from configs/ner_elmo.cfg and configs/textcat_elmo.cfg on the bundled English
+biLM, each variant an override of the same file (`encode.kind`, `elmo_at_output`, `pool`),
+trained and run on the project's WNUT-17 sample (demo/data; for classes, whether a sentence
+has an entity, as the demo's): seconds per training update (batches of `--batch-size`
+sentences, the biLM's output cache on, as from the second epoch; best of `--repeats`) and
+`nlp.pipe` words per second over the dev sample, side by side in one run, with the same-run
+fp32 matmul rate and the CPU's flags.
 
     python benchmarks/bench_task_encoders.py [--batches 8] [--batch-size 64] [--threads 1]
         [--repeats 3] [--out benchmarks/results/task_encoders.md]
@@ -23,7 +26,7 @@ import datetime  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Dict, List, Optional, Sequence  # noqa: E402
+from typing import Dict, List, Optional, Sequence, Tuple  # noqa: E402
 
 import spacy  # noqa: E402
 import torch  # noqa: E402
@@ -36,15 +39,24 @@ from spacy_elmo.files.atomic import write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo" / "data"
-VARIANTS: Dict[str, Dict[str, object]] = {
-    "cnn (today's default)": {},
-    "bilstm": {"encode.kind": "bilstm"},
-    "bilstm, ELMo at its output": {"encode.kind": "bilstm", "elmo_at_output": True},
+# per task: its config, its component, and the variants (overrides under the component's
+# model), the first the baseline of the ratios
+TASKS: Dict[str, Tuple[str, str, Dict[str, Dict[str, object]]]] = {
+    "NER": ("ner_elmo.cfg", "ner", {
+        "cnn (the default)": {"tok2vec.encode.kind": "cnn"},
+        "bilstm": {"tok2vec.encode.kind": "bilstm"},
+        "bilstm, ELMo at its output": {"tok2vec.encode.kind": "bilstm",
+                                       "tok2vec.elmo_at_output": True}}),
+    "text classification": ("textcat_elmo.cfg", "textcat", {
+        "cnn, max + mean (1.0's default)": {"tok2vec.encode.kind": "cnn", "pool": "reduce"},
+        "bilstm, attention (1.1's default)": {"tok2vec.encode.kind": "bilstm",
+                                              "pool": "attention"}}),
 }
 
 
 def conll_docs(path: Path, vocab) -> List[Doc]:
-    """Sentences of a CoNLL file (token, BIO tag), with their entities."""
+    """Sentences of a CoNLL file (token, BIO tag), with their entities, and as classes
+    whether they have one."""
     docs, words, tags = [], [], []
     for line in path.read_text(encoding="utf-8").splitlines() + [""]:
         if line.strip():
@@ -62,6 +74,7 @@ def conll_docs(path: Path, vocab) -> List[Doc]:
                 if tag.startswith("B-"):
                     start = i
             doc.ents = spans
+            doc.cats = {"ENTITY": float(bool(spans)), "NO_ENTITY": float(not spans)}
             docs.append(doc)
             words, tags = [], []
     return docs
@@ -76,10 +89,10 @@ def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - began) / 1e9
 
 
-def measure(overrides: Dict[str, object], train: List[Doc], dev: List[Doc], batches: int,
-            batch_size: int, repeats: int) -> Dict[str, float]:
-    config = Config().from_disk(ROOT / "configs" / "ner_elmo.cfg", overrides={
-        f"components.ner.model.tok2vec.{key}": value for key, value in overrides.items()})
+def measure(config_name: str, component: str, overrides: Dict[str, object], train: List[Doc],
+            dev: List[Doc], batches: int, batch_size: int, repeats: int) -> Dict[str, float]:
+    config = Config().from_disk(ROOT / "configs" / config_name, overrides={
+        f"components.{component}.model.{key}": value for key, value in overrides.items()})
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     examples = [Example(nlp.make_doc(d.text), d) for d in train]
     nlp.initialize(lambda: examples)
@@ -113,26 +126,30 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     train = conll_docs(DEMO / "wnut17_train_sample.conll", vocab)
     dev = conll_docs(DEMO / "wnut17_dev_sample.conll", vocab)
     gflops = matmul_gflops()
-    results = {name: measure(overrides, train, dev, args.batches, args.batch_size,
-                             args.repeats) for name, overrides in VARIANTS.items()}
-    base = results["cnn (today's default)"]
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma")))
     lines = [
-        "# The task encoder's cost: CNN against biLSTM over frozen ELMo (NER)", "",
+        "# The task encoder's cost: CNN against biLSTM over frozen ELMo", "",
         f"- {datetime.date.today().isoformat()}; CPU: {cpu_model()}, {os.cpu_count()} cores; "
         f"flags: {' '.join(flags)}; torch {torch.__version__}, {args.threads} thread(s); "
         f"fp32 matmul in the same run: {gflops:.0f} GFLOP/s",
         "- command: `python benchmarks/bench_task_encoders.py "
         + " ".join(argv if argv is not None else sys.argv[1:]) + "`",
-        f"- configs/ner_elmo.cfg, the bundled English biLM, WNUT-17 sample (demo/data): "
-        f"{args.batches} updates of {args.batch_size} sentences (output cache warm), "
-        f"`nlp.pipe` over {len(dev)} dev sentences", "",
-        "| encoder | s / update | updates/s vs cnn | nlp.pipe words/s | words/s vs cnn |",
-        "|---|---:|---:|---:|---:|",
+        f"- the bundled English biLM, WNUT-17 sample (demo/data): {args.batches} updates of "
+        f"{args.batch_size} sentences (output cache warm), `nlp.pipe` over {len(dev)} dev "
+        "sentences",
     ]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['update_s']:.3f} | {base['update_s'] / r['update_s']:.2f}x "
-                     f"| {r['words_per_s']:.0f} | {r['words_per_s'] / base['words_per_s']:.2f}x |")
+    for task, (config_name, component, variants) in TASKS.items():
+        results = {name: measure(config_name, component, overrides, train, dev, args.batches,
+                                 args.batch_size, args.repeats)
+                   for name, overrides in variants.items()}
+        base = next(iter(results.values()))
+        lines += ["", f"{task} (configs/{config_name}):", "",
+                  "| encoder | s / update | updates/s vs first | nlp.pipe words/s | "
+                  "words/s vs first |", "|---|---:|---:|---:|---:|"]
+        for name, r in results.items():
+            lines.append(f"| {name} | {r['update_s']:.3f} | "
+                         f"{base['update_s'] / r['update_s']:.2f}x | {r['words_per_s']:.0f} | "
+                         f"{r['words_per_s'] / base['words_per_s']:.2f}x |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 import typer
-from spacy_elmo_lab import cell_inputs, curve, evaluate, results, run_table
+from spacy_elmo_lab import (
+    cell_inputs,
+    curve,
+    evaluate,
+    migrate_records,
+    results,
+    run_table,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +78,31 @@ def test_the_bundled_biLM_of_null_weights_is_the_task_language_s():
     assert set(cell_inputs.command_paths(command)) == {"elmo_weights", "vectors"}
     en, zh = (cell_inputs.input_digests(command, lang) for lang in ("en", "zh"))
     assert set(en) == {"elmo_weights"} and en != zh  # a missing input is not recorded
+
+
+def test_a_row_keeps_its_meaning_when_a_shipped_default_moves():
+    """1.1 moved textcat_elmo.cfg to a biLSTM with attention pooling: the table's `elmo`
+    row (CNN, max + mean) says so in its command, and the records of its cells from before
+    are migrated to the same command (idempotently)."""
+    budget = ["--training.max_steps", "3000"]
+    cells = {c.row: c for c in run_table.make_cells(
+        "en", ["sst5"], ["elmo", "elmo_bilstm", "elmo_bilstm_attn"], [0], {"weights": "null"},
+        budget)}
+    words = {row: run_table.recorded(c.command).split() for row, c in cells.items()}
+    assert words["elmo"][-4:] == ["--components.textcat.model.tok2vec.encode.kind", "cnn",
+                                  "--components.textcat.model.pool", "reduce"]
+    task = run_table.TABLES["en"]["sst5"]
+    for row, row_words in words.items():
+        mine = " ".join(row_words)
+        # what the row's command was before 1.1: without the settings it now pins
+        drop = {"elmo": 4, "elmo_bilstm": 0, "elmo_bilstm_attn": 0}[row]
+        before = " ".join(row_words[:len(row_words) - drop]) if drop else mine
+        if row == "elmo_bilstm":
+            before = mine.replace(" --components.textcat.model.pool reduce", "")
+        now = migrate_records.pinned(before, task)
+        assert table.settings(now) == table.settings(mine), row
+        assert migrate_records.pinned(now, task) == now
+    assert "attention" in " ".join(words["elmo_bilstm_attn"])  # its own overrides win
 
 
 def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, monkeypatch):

@@ -1,28 +1,18 @@
 """What a table cell was trained from, by content: the digest of its biLM and of its static
 vectors, recorded in its cell.json (`inputs`). A record made from other weights under the
 same path (the bundled biLM of an earlier release) is then no finished cell, and one made
-from the same weights under another path is.
-
-    python -m spacy_elmo_lab.cell_inputs benchmarks/results/cells*/*.json
-
-gives each archived record without digests the digest of the biLM it names, as git held it
-at the commit that added the record (records of a biLM never committed are left as they
-are, and said so)."""
+from the same weights under another path is (records from before the digests get them from
+git history: `spacy_elmo_lab.migrate_records`)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-import typer
-
 from spacy_elmo.bilm.io.sources import BUNDLED, DATA_DIR
-
-from .messages import one_line_errors
 
 # --paths.X whose content a cell's scores depend on, beside its command
 CONTENT_PATHS = ("elmo_weights", "vectors")
@@ -96,29 +86,3 @@ def digest_in_git(record: Path, weights: str, lang: str) -> Optional[str]:
             parts.append((name, blob.stdout))
     return digest_of(parts) if parts else None
 
-
-def main(records: List[Path] = typer.Argument(..., help="cell records (archive JSON)")) -> None:
-    """Give archived cell records without digests their biLM's, from git history (run it
-    in the project directory)."""
-    from .table import TABLES
-
-    langs = {name: task.lang for tasks in TABLES.values() for name, task in tasks.items()}
-    for path in records:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        weights = command_paths(record.get("command", "").split()).get("elmo_weights")
-        if "inputs" in record or weights is None:
-            continue
-        task = next((t for t in sorted(langs, key=len, reverse=True)
-                     if path.stem.startswith(t + "_")), "")
-        digest = digest_in_git(path, weights, langs.get(task, "en"))
-        if digest is None:
-            typer.echo(f"{path}: {weights} is not in git; left without digests", err=True)
-            continue
-        items = list(record.items())
-        items.insert(1, ("inputs", {"elmo_weights": digest}))
-        path.write_text(json.dumps(dict(items), indent=2) + "\n", encoding="utf-8")
-        typer.echo(f"{path}: {weights} {digest[:12]}")
-
-
-if __name__ == "__main__":
-    typer.run(one_line_errors(main))

@@ -69,6 +69,7 @@ TABLES: Dict[str, Dict[str, Task]] = {
 CNN_ENCODER = "components.tok2vec.model.encode.kind"
 ENCODER = "components.{kind}.model.tok2vec.encode.kind"
 AT_OUTPUT = "components.{kind}.model.tok2vec.elmo_at_output"
+POOL = "components.{kind}.model.pool"
 ROWS: Dict[str, Row] = {
     "cnn": Row("cnn"),
     "cnnpre": Row("cnn", {"init_tok2vec": "pretrain_cnn/model-last.bin"}),
@@ -92,7 +93,14 @@ ROWS: Dict[str, Row] = {
     "elmo_concat_bilstm": Row("elmo_concat", {"elmo_weights": "{weights}"},
                               {ENCODER: "bilstm"}),
     "elmo_bilstm_attn": Row("elmo", {"elmo_weights": "{weights}"},
-                            {ENCODER: "bilstm", "components.textcat.model.pool": "attention"}),
+                            {ENCODER: "bilstm", POOL: "attention"}),
+}
+# The encoder settings the rows were defined with, where a shipped config's default has moved
+# since (1.1: the ELMo text classifiers to a biLSTM, with attention pooling over ELMo alone):
+# each row keeps its meaning, and a row's own overrides come on top
+PINNED: Dict[str, Dict[str, str]] = {
+    "textcat_elmo.cfg": {ENCODER: "cnn", POOL: "reduce"},
+    "textcat_elmo_concat.cfg": {ENCODER: "cnn"},
 }
 W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp",
               "ud": "vectors/w2v_all/nlp"}
@@ -136,7 +144,8 @@ def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
         config = CONFIGS / f"{task.lang}_{task.kind}_{row.config}_{task.tokenizer}.cfg"
     else:
         config = CONFIGS / f"{task.kind}_{row.config}.cfg"
-    overrides: Dict[str, str] = {}
+    overrides: Dict[str, str] = {k.format(kind=task.kind): v
+                                 for k, v in PINNED.get(config.name, {}).items()}
     if task.lang != "en" and not task.tokenizer:
         overrides["nlp.lang"] = task.lang
     if row.vectors:

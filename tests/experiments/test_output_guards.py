@@ -80,6 +80,7 @@ NOT_FILE_OUTPUTS = {
     "results": "regenerates OUTPUT_DIR/results.md and its figures",
     "evaluate": "metrics/<run>.{dev,test}.json of each run, regenerated",
     "similarity_demo": "writes nothing",
+    "migrate_records": "rewrites the records it is given in place, idempotently",
 }
 
 
