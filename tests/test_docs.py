@@ -172,10 +172,10 @@ def spacy_cli() -> Any:
 @cache
 def pretrain_settings() -> Tuple[Set[str], Set[str]]:
     """The pretraining settings' section.key paths and their shortcut flags."""
-    from spacy_elmo.pretrain import settings
+    from spacy_elmo.pretrain import declaration
     from spacy_elmo.pretrain.config import PretrainConfig
 
-    return set(settings.by_path(PretrainConfig)), set(settings.by_flag(PretrainConfig))
+    return set(declaration.by_path(PretrainConfig)), set(declaration.by_flag(PretrainConfig))
 
 
 def is_pretrain_setting(key: str) -> bool:

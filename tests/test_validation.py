@@ -14,7 +14,7 @@ from spacy_elmo.bilm import BiLMOptions, load_bilm, save_bilm
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.config import PretrainConfig
-from spacy_elmo.pretrain.settings import declared
+from spacy_elmo.pretrain.declaration import declared
 
 from .conftest import TINY_OPTIONS, make_random_bilm
 

@@ -15,7 +15,7 @@ from ..errors import ElmoError, Errors, Warnings, warn
 from ..files.atomic import write_text
 from ..files.guard import STDOUT, guard_output
 from ..files.signals import Terminated
-from ..pretrain import settings
+from ..pretrain import declaration
 from ..pretrain.config import CONFIG_SUFFIXES, PretrainConfig, default_settings
 from ..pretrain.stopping import Aborted
 from .common import app, fail
@@ -33,7 +33,7 @@ def _escape(text: str) -> str:
 EPILOG = _escape(
     "Settings: in CONFIG, key = value under [section]; on the command line, --section.key "
     "VALUE (VALUE read as JSON, else as text) or the shortcut flag in parentheses. Each "
-    "shows its default.\n\n\b\n" + "\n".join(settings.help_lines(PretrainConfig)))
+    "shows its default.\n\n\b\n" + "\n".join(declaration.help_lines(PretrainConfig)))
 
 
 @app.command("pretrain", epilog=EPILOG,

@@ -28,9 +28,9 @@ from ..validation import (
     thread_count,
     torch_device,
 )
-from . import settings
+from . import declaration
 from .corpus import TextSettings
-from .settings import Override, setting
+from .declaration import Override, setting
 
 TEXT = TextSettings()  # the reading settings' defaults are TextSettings's own
 DEFAULT_PRESET = "tiny"
@@ -167,7 +167,7 @@ class PretrainConfig:
         "fused (a hand-written LSTM backward) or autograd (the reference).")
 
     def __post_init__(self) -> None:
-        check_all(self.__dict__, {s.name: s.rule for s in settings.declared(PretrainConfig)},
+        check_all(self.__dict__, {s.name: s.rule for s in declaration.declared(PretrainConfig)},
                   Errors.E112)
         check_keys(list(self.options), list(OPTION_RULES), "'options' (the biLM options)")
         self.bilm_options()  # checks the option values now, before anything is written
@@ -176,7 +176,7 @@ class PretrainConfig:
     def from_file(cls, path: Union[str, Path], **overrides: Any) -> PretrainConfig:
         """Settings from a `.cfg` file; non-None `overrides` (by attribute name, as
         command-line flags) win."""
-        paths = {k: settings.by_name(cls)[k].path for k in overrides}
+        paths = {k: declaration.by_name(cls)[k].path for k in overrides}
         return cls.load(path, [(paths[k], v, f"--{paths[k]}") for k, v in overrides.items()
                                if v is not None])
 
@@ -190,8 +190,8 @@ class PretrainConfig:
             return cls._resolve({}, "<defaults>", overrides)
         if Path(path).suffix == ".json":
             raise ElmoError(Errors.E250.format(path=path))
-        nested = settings.read_cfg(Path(path))
-        settings.flatten(cls, nested, str(path))  # unknown keys, before any override
+        nested = declaration.read_cfg(Path(path))
+        declaration.flatten(cls, nested, str(path))  # unknown keys, before any override
         return cls._resolve(nested, str(path), overrides, interpolate=True)
 
     @classmethod
@@ -201,16 +201,16 @@ class PretrainConfig:
         `to_dict` gives them, JSON as the run's other records), then `overrides`: what
         `pretrain --resume` continues with when no config file is given."""
         data = read_json_object(Path(path), "a pretraining run's config.json")
-        return cls._resolve(settings.nest(cls, data, str(path)), str(path), overrides)
+        return cls._resolve(declaration.nest(cls, data, str(path)), str(path), overrides)
 
     @classmethod
     def _resolve(cls, nested: Dict[str, Any], source: str, overrides: Sequence[Override],
                  *, interpolate: bool = False) -> PretrainConfig:
         for key, value, flag in overrides:
-            settings.set_path(cls, nested, key, value, flag)
+            declaration.set_path(cls, nested, key, value, flag)
         if interpolate:
-            nested = settings.interpolate(nested, source)
-        return cls(**settings.flatten(cls, nested, source))
+            nested = declaration.interpolate(nested, source)
+        return cls(**declaration.flatten(cls, nested, source))
 
     def text_settings(self) -> TextSettings:
         """How the run turns raw lines into sentences."""
@@ -258,21 +258,21 @@ class PretrainConfig:
 
     def to_cfg(self) -> str:
         """These settings as a `.cfg` file."""
-        return settings.cfg_text(PretrainConfig, self.to_dict())
+        return declaration.cfg_text(PretrainConfig, self.to_dict())
 
 
 # Settings that fix the model or the data streams: a resumed run must keep them.
-FROZEN_KEYS = tuple(s.name for s in settings.declared(PretrainConfig) if s.frozen)
+FROZEN_KEYS = tuple(s.name for s in declaration.declared(PretrainConfig) if s.frozen)
 
 
 def read_command_line(args: Sequence[str]) -> Tuple[Optional[Path], List[Override]]:
     """`spacy-elmo pretrain`'s arguments: the config file (a first positional argument named
     .cfg, or .json to refuse it; not a directory) and the overrides in order
-    (`settings.parse_command_line`), the other positionals (TEXT) first in paths.train."""
+    (`declaration.parse_command_line`), the other positionals (TEXT) first in paths.train."""
     gone = next((a for a in args if a.partition("=")[0] in ("--config", "-c")), None)
     if gone is not None:
         raise ElmoError(Errors.E252.format(flag=gone.partition("=")[0]))
-    positionals, overrides = settings.parse_command_line(PretrainConfig, args)
+    positionals, overrides = declaration.parse_command_line(PretrainConfig, args)
     path: Optional[Path] = None
     if positionals and positionals[0].lower().endswith(CONFIG_SUFFIXES) and not Path(
             positionals[0]).is_dir():  # a config file, even a missing one (then its error)
@@ -294,7 +294,7 @@ def read_command_line(args: Sequence[str]) -> Tuple[Optional[Path], List[Overrid
 
 def settings_table() -> str:
     """docs/pretrain_settings.md: every pretraining setting."""
-    return settings.markdown_table(PretrainConfig, [
+    return declaration.markdown_table(PretrainConfig, [
         "# Pretraining settings",
         "",
         "<!-- Generated from spacy_elmo/pretrain/config.py by "

@@ -15,7 +15,7 @@ from ..files.atomic import is_temporary, sweep_stale, write_text
 from ..files.lock import DirectoryLock
 from .config import FROZEN_KEYS, PretrainConfig
 from .corpus import pattern_holding, resolve_files
-from .settings import Override
+from .declaration import Override
 from .vocab import Vocab
 
 # What makes a directory hold a run worth keeping: a start that failed before its first

@@ -1,4 +1,4 @@
-"""`spacy-elmo pretrain`'s own command-line reading (pretrain/settings.py and config.py, no
+"""`spacy-elmo pretrain`'s own command-line reading (pretrain/declaration.py and config.py, no
 private spaCy API): overrides read as `spacy train` reads them, shortcut flags as their
 setting's type, the config file and the training text among the positionals."""
 
@@ -6,7 +6,7 @@ import pytest
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.config import PretrainConfig, read_command_line
-from spacy_elmo.pretrain.settings import parse_command_line, parse_override
+from spacy_elmo.pretrain.declaration import parse_command_line, parse_override
 
 
 @pytest.mark.parametrize("text,value", [

@@ -20,7 +20,7 @@ from spacy_elmo.pretrain.config import (
     read_command_line,
     settings_table,
 )
-from spacy_elmo.pretrain.settings import by_flag, declared
+from spacy_elmo.pretrain.declaration import by_flag, declared
 
 from .conftest import V1_0_PRETRAIN, as_written_by_0_1, flat, resolved
 
