@@ -70,9 +70,10 @@ def input_digests(command: List[str], lang: str) -> Dict[str, str]:
 
 def digest_in_git(record: Path, weights: str, lang: str) -> Optional[str]:
     """The digest of the biLM `weights` names ("null": the one bundled for `lang`) as git
-    held it at the commit that added `record`; None where git has no such biLM there."""
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", str(record)],
-                           capture_output=True, text=True, check=True).stdout.split()
+    held it at the newest commit that wrote `record`'s scores (a cell trained again under
+    its name has its new scores committed with it); None where git has no such biLM."""
+    added = subprocess.run(["git", "log", "-G", '"test":', "--format=%H", "--", str(record)],
+                           capture_output=True, text=True, check=True).stdout.split()[:1]
     if not added:
         return None
     where = location(weights, lang)

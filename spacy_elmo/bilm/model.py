@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -113,6 +113,9 @@ class BiLM(nn.Module):
         self.register_buffer("eos_ids", torch.from_numpy(ids.eos), persistent=False)
         self.word_cache: Optional[WordCache] = (
             WordCache(word_cache_size) if word_cache_size > 0 else None)
+        # the settings object that set its dropout, precision and word cache last (the
+        # component's, `ml/settings.py`): a model sharing the biLM sees whether they are its
+        self.configured_by: Any = None
 
     def token_ids(self) -> CharIds:
         """A new mapper from tokens to this model's id rows."""
@@ -153,6 +156,19 @@ class BiLM(nn.Module):
         check_precision(precision, self.device, training=True)
         self.encoder.training_precision = precision
         self.lstm.set_precision(precision, training=True)
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        # weights loaded into this biLM in place: what was computed from the old ones goes
+        # (under inference mode torch's version counters would not see the writes)
+        self.version.bump()
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> BiLM:
+        # `.to()`, `.cuda()`, `.half()`: new tensors, which a reused address could hide
+        result = super()._apply(fn, *args, **kwargs)
+        if hasattr(self, "version"):  # not while __init__ registers the parts
+            self.version.bump()
+        return result
 
     def weights_changed(self) -> None:
         """Say that the weights changed where torch's version counters do not see it

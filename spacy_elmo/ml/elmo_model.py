@@ -23,7 +23,7 @@ from ..bilm.io.weights import load_files
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE, Piece, batches, split
 from ..errors import ElmoError, Errors
 from .holder import BiLMHolder
-from .output_cache import OUTPUT_CACHE, OutputCache
+from .output_cache import OUTPUT_CACHE, RETIRED, OutputCache, Retired
 from .serialize import check_shape, deserialize_holder, serialize_holder
 from .settings import ElmoSettings
 from .thinc_adapter import gradients_stamp, torch_module
@@ -63,7 +63,8 @@ def build_elmo_model(
                                 serialize_model=serialize_holder,
                                 deserialize_model=deserialize_holder)
     return Model("elmo", forward, layers=[wrapper], dims={"nO": None, "nL": None},
-                 attrs={OUTPUT_CACHE: OutputCache(output_cache_mb)})
+                 attrs={OUTPUT_CACHE: OutputCache(output_cache_mb),
+                        **{name: Retired() for name in RETIRED}})
 
 
 def load_model_bytes(model: Model, data: bytes) -> None:
@@ -132,6 +133,8 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         raise ElmoError(Errors.E050)
     _note_gradients(holder, holder.bilm)
     settings = holder.settings
+    if holder.bilm.configured_by is not settings:  # another model set the shared biLM
+        settings.apply(holder.bilm)
     wrapper = model.layers[0]
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     ops = model.ops

@@ -1,4 +1,5 @@
-"""A bounded cache of frozen-biLM outputs per sentence, kept across training epochs."""
+"""An ElmoModel's attrs: a bounded cache of frozen-biLM outputs per sentence, kept across
+training epochs, and the settings 1.0 saved as attrs, read and dropped (`Retired`)."""
 
 from __future__ import annotations
 
@@ -75,4 +76,24 @@ def _serialize_cache(_: OutputCache, value: OutputCache, name: str, model: Model
 def _deserialize_cache(default: OutputCache, value: bytes, name: str, model: Model
                        ) -> OutputCache:
     """The configured cache, whatever size a 1.0 pipeline saved."""
+    return default
+
+
+class Retired:
+    """The value of an attr that 1.0 saved with every ElmoModel (its settings, now
+    `ElmoSettings`, which the config alone sets): read from such data and dropped, never
+    saved."""
+
+
+RETIRED = ("batch_size", "max_batch_tokens", "max_sentence_tokens", "word_cache_size",
+           "dropout", "precision")
+
+
+@serialize_attr.register(Retired)
+def _serialize_retired(_: Retired, value: Retired, name: str, model: Model) -> bytes:
+    raise TypeError  # never saved
+
+
+@deserialize_attr.register(Retired)
+def _deserialize_retired(default: Retired, value: bytes, name: str, model: Model) -> Retired:
     return default

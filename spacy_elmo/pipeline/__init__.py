@@ -1,4 +1,4 @@
-"""spaCy and thinc glue around the pure-PyTorch biLM."""
+"""The `elmo` pipeline component and its extensions (the architectures it runs are in `ml/`)."""
 
 from ..ml.elmo_model import build_elmo_model
 from ..ml.elmo_tok2vec import build_elmo_tok2vec

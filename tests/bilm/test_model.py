@@ -1,5 +1,7 @@
 """The biLM's maths beyond the fixture: layouts, variants, determinism, caching, masks."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -195,3 +197,24 @@ def test_gradients_reach_all_parameters(tiny_bilm):
     (out.layers ** 2).sum().backward()
     for name, p in tiny_bilm.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_weights_loaded_in_place_or_moved_reach_every_cache():
+    """Weights loaded into a biLM in place under inference mode (its tensors then have no
+    version counter) were not seen by the word cache: it served the old weights' vectors."""
+    torch.manual_seed(0)
+    bilm = make_random_bilm()
+    other = make_random_bilm(seed=5)
+    bilm.word_cache = WordCache(100)
+    ids = batch_to_ids([["The", "bank", "."]])
+    with torch.inference_mode():
+        bilm.to(torch.float32)  # inference tensors from here on
+        bilm(ids)  # fills the word cache
+        bilm.load_state_dict(other.state_dict())
+        after = bilm(ids).layers
+    expected = copy.deepcopy(other).eval()
+    with torch.inference_mode():
+        torch.testing.assert_close(after, expected(ids).layers)
+    version = bilm.version.key()
+    bilm.to(torch.float32)
+    assert bilm.version.key() != version  # a move or cast is a new version

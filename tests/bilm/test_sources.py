@@ -1,4 +1,4 @@
-"""Weights by published name, URL or language, found in one place (`bilm.sources.locate`)
+"""Weights by published name, URL or language, found in one place (`bilm.io.sources.locate`)
 for the component, `embed`, `info`, `perplexity` and `pretrain --init-weights`. The
 published models are served by a local mirror ($SPACY_ELMO_URL_PREFIX): no network."""
 

@@ -161,7 +161,7 @@ def test_huge_token_is_cut_to_the_byte_budget(tiny_bilm):
 @pytest.mark.parametrize("max_chars", [50, 20])
 def test_tokens_of_every_length_match_the_reference(max_chars):
     """The encoder's shortcuts (windows cut to each token's length, chunks) stay exact."""
-    from .test_model import reference_forward
+    from ..bilm.test_model import reference_forward
 
     options = TINY_OPTIONS.replace(max_characters_per_token=max_chars, activation="tanh")
     bilm = make_random_bilm(options)
