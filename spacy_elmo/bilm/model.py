@@ -113,9 +113,6 @@ class BiLM(nn.Module):
         self.register_buffer("eos_ids", torch.from_numpy(ids.eos), persistent=False)
         self.word_cache: Optional[WordCache] = (
             WordCache(word_cache_size) if word_cache_size > 0 else None)
-        # the settings object that set its dropout, precision and word cache last (the
-        # component's, `ml/settings.py`): a model sharing the biLM sees whether they are its
-        self.configured_by: Any = None
 
     def token_ids(self) -> CharIds:
         """A new mapper from tokens to this model's id rows."""
@@ -126,6 +123,10 @@ class BiLM(nn.Module):
     def device(self) -> torch.device:
         """Where the weights are (inputs must go there too)."""
         return self.encoder.projection.weight.device
+
+    @property
+    def dropout(self) -> float:
+        return float(self.lstm.dropout.p)
 
     def set_dropout(self, rate: float) -> None:
         self.lstm.dropout.p = rate
@@ -166,8 +167,7 @@ class BiLM(nn.Module):
     def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> BiLM:
         # `.to()`, `.cuda()`, `.half()`: new tensors, which a reused address could hide
         result = super()._apply(fn, *args, **kwargs)
-        if hasattr(self, "version"):  # not while __init__ registers the parts
-            self.version.bump()
+        self.version.bump()
         return result
 
     def weights_changed(self) -> None:

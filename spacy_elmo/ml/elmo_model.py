@@ -133,8 +133,7 @@ def forward(model: Model[List[Doc], List[Floats3d]], docs: List[Doc], is_train: 
         raise ElmoError(Errors.E050)
     _note_gradients(holder, holder.bilm)
     settings = holder.settings
-    if holder.bilm.configured_by is not settings:  # another model set the shared biLM
-        settings.apply(holder.bilm)
+    settings.apply(holder.bilm)  # nothing to do unless a model sharing the biLM set others
     wrapper = model.layers[0]
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     ops = model.ops

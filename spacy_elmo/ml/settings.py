@@ -2,8 +2,8 @@
 its caches, the biLM's dropout and inference precision. Built from the config, never read
 from saved data (a loaded pipeline runs as its config says), and applied to a biLM once,
 where one comes in (`set_bilm`, loading) or the settings change (`configure`, as `serve`
-does), not per call (a call checks only that the biLM's settings are its own: another
-model may share the biLM). `embed` and `serve` build their Embedder from one."""
+does), not per call (a call only compares them with the biLM's: another model may share
+it). `embed` and `serve` build their Embedder from one."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..bilm import BiLM, WordCache
 from ..bilm.embedder import Embedder
-from ..bilm.precision import check_precision, check_precision_name
+from ..bilm.precision import check_precision_name
 from ..bilm.windows import BATCH_SIZE, MAX_BATCH_TOKENS, WINDOW, WORD_CACHE
 from ..errors import Errors
 from ..validation import check_all, integer, number
@@ -55,18 +55,17 @@ class ElmoSettings:
         return dataclasses.replace(self, **changes)
 
     def apply(self, bilm: BiLM) -> None:
-        """Set the biLM's dropout, inference precision and word cache to these settings;
-        E150-E152 and E230 where this machine can't run the precision, before anything
-        changes."""
-        check_precision(self.precision, bilm.device)
+        """Set the biLM's dropout, inference precision and word cache to these settings
+        (nothing to do when it runs at them already); E150-E152 and E230 where this
+        machine can't run the precision, before anything changes."""
+        cache = 0 if bilm.word_cache is None else bilm.word_cache.max_entries
+        if (bilm.dropout, bilm.precision, cache) == (
+                self.dropout, self.precision, self.word_cache_size):
+            return
+        bilm.set_precision(self.precision)  # checked before it changes anything
         bilm.set_dropout(self.dropout)
-        bilm.set_precision(self.precision)
-        size = self.word_cache_size
-        if size == 0:
-            bilm.word_cache = None
-        elif bilm.word_cache is None or bilm.word_cache.max_entries != size:
-            bilm.word_cache = WordCache(size)
-        bilm.configured_by = self
+        if cache != self.word_cache_size:
+            bilm.word_cache = WordCache(self.word_cache_size) if self.word_cache_size else None
 
     def embedder(self, bilm: BiLM, **options: Any) -> Embedder:
         """An Embedder of `bilm` (`embed`, `serve`) that batches and windows as these
