@@ -6,13 +6,13 @@ git history: `spacy_elmo_lab.migrate_records`)."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from functools import cache
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 from spacy_elmo.bilm.io.sources import BUNDLED, DATA_DIR
+from spacy_elmo.checksums import content_sha256
 
 # --paths.X whose content a cell's scores depend on, beside its command
 CONTENT_PATHS = ("elmo_weights", "vectors")
@@ -27,13 +27,11 @@ def location(value: str, lang: str) -> Path:
     return Path(value)
 
 
-def digest_of(parts: Iterable[Tuple[str, bytes]]) -> str:
-    """SHA-256 of named byte strings, in the order given."""
-    digest = hashlib.sha256()
-    for name, data in parts:
-        digest.update(name.encode("utf-8") + b"\0" + str(len(data)).encode() + b"\0")
-        digest.update(data)
-    return digest.hexdigest()
+def bilm_digest(read: Callable[[str], Optional[bytes]]) -> str:
+    """The content of a biLM's BILM_FILES, each read by `read(name)` (None: absent); ""
+    when it has none."""
+    files = {name: data for name in BILM_FILES if (data := read(name)) is not None}
+    return content_sha256(files) if files else ""
 
 
 @cache
@@ -41,13 +39,13 @@ def path_digest(path: Path) -> str:
     """The content of a biLM (its weights and options), a directory (every file under it)
     or a file; "" when it does not exist."""
     if path.is_file():
-        return digest_of([(path.name, path.read_bytes())])
+        return content_sha256({path.name: path.read_bytes()})
     if (path / BILM_FILES[0]).is_file():
-        return digest_of((name, (path / name).read_bytes()) for name in BILM_FILES
-                         if (path / name).is_file())
+        return bilm_digest(lambda name: (path / name).read_bytes()
+                           if (path / name).is_file() else None)
     if path.is_dir():
-        return digest_of((str(p.relative_to(path)), p.read_bytes())
-                         for p in sorted(path.rglob("*")) if p.is_file())
+        return content_sha256({str(p.relative_to(path)): p.read_bytes()
+                               for p in path.rglob("*") if p.is_file()})
     return ""
 
 
@@ -72,18 +70,17 @@ def digest_in_git(record: Path, weights: str, lang: str) -> Optional[str]:
     """The digest of the biLM `weights` names ("null": the one bundled for `lang`) as git
     held it at the newest commit that wrote `record`'s scores (a cell trained again under
     its name has its new scores committed with it); None where git has no such biLM."""
-    added = subprocess.run(["git", "log", "-G", '"test":', "--format=%H", "--", str(record)],
-                           capture_output=True, text=True, check=True).stdout.split()[:1]
-    if not added:
+    commits = subprocess.run(["git", "log", "-G", '"test":', "--format=%H", "--", str(record)],
+                             capture_output=True, text=True, check=True).stdout.split()
+    if not commits:
         return None
     where = location(weights, lang)
     if where.is_absolute():
         where = where.relative_to(Path.cwd())
-    parts = []
-    for name in BILM_FILES:
-        blob = subprocess.run(["git", "show", f"{added[-1]}:{where.as_posix()}/{name}"],
-                              capture_output=True, check=False)
-        if blob.returncode == 0:
-            parts.append((name, blob.stdout))
-    return digest_of(parts) if parts else None
 
+    def show(name: str) -> Optional[bytes]:
+        blob = subprocess.run(["git", "show", f"{commits[0]}:{where.as_posix()}/{name}"],
+                              capture_output=True, check=False)
+        return blob.stdout if blob.returncode == 0 else None
+
+    return bilm_digest(show) or None

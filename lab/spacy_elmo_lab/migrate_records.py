@@ -19,31 +19,28 @@ import typer
 
 from .cell_inputs import command_paths, digest_in_git
 from .messages import one_line_errors
-from .table import PINNED, TABLES, Task
+from .table import PINNED, TABLES, Task, settings
 
 TASKS: Dict[str, Task] = {name: task for tasks in TABLES.values() for name, task in tasks.items()}
 
 
 def task_of(run: str) -> Task:
-    """The task of a cell's run name (<task>_<row>_s<seed>)."""
-    name = next((t for t in sorted(TASKS, key=len, reverse=True) if run.startswith(t + "_")),
-                None)
-    if name is None:
+    """The task of a cell's run name (<task>_<row>_s<seed>; task names have no "_")."""
+    task = TASKS.get(run.split("_")[0])
+    if task is None:
         raise typer.BadParameter(f"{run}: no table task starts this run name")
-    return TASKS[name]
+    return task
 
 
 def pinned(command: str, task: Task) -> str:
     """`command` with the PINNED settings of its config that it does not give (their values
     then were the config's defaults)."""
-    words = command.split()
-    if len(words) < 5:
-        return command
-    given = set(words[5::2])
-    extra = [word for key, value in PINNED.get(Path(words[4]).name, {}).items()
+    config, options = settings(command)
+    given = {flag for flag, _ in options}
+    extra = [word for key, value in PINNED.get(Path(config).name, {}).items()
              if f"--{key.format(kind=task.kind)}" not in given
              for word in (f"--{key.format(kind=task.kind)}", value)]
-    return " ".join(words + extra)
+    return " ".join([command, *extra]) if extra else command
 
 
 def migrate(record: Dict[str, Any], path: Path, run: str) -> List[str]:
