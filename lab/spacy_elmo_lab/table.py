@@ -254,7 +254,7 @@ def finished(cell: Cell, training: Path) -> bool:
         return False
     record = cell_record(cell, training)
     known: Dict[str, str] = record.get("inputs", {})
-    current = input_digests(cell.command, cell.lang)
+    current = input_digests(cell.command, cell.lang) if known else {}  # hashes only if asked
     if any(key in current and current[key] != digest for key, digest in known.items()):
         return False
     by_content = {f"--paths.{key}" for key in known if key in current}
