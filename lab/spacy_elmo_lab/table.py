@@ -43,7 +43,8 @@ EN_ROWS = ("cnn", "cnnpre", "cnnw2vsame", "cnnw2vall", "elmo", "elmo_concat",
            "elmo_concat_w2v", "cnnw2vall_bilstm", *BILSTM_ROWS)
 EN_TEXTCAT_ROWS = EN_ROWS + ("elmo_bilstm_attn",)
 ZH_NER_ROWS = ("cnn", "cnnw2v", "elmo", "elmo_concat", "cnnw2v_bilstm", *BILSTM_ROWS)
-UD_ROWS = ("cnn", "cnnw2vall", "elmo", "elmo_concat", "elmo_concat_w2v")
+UD_ROWS = ("cnn", "cnnw2vall", "elmo", "elmo_concat", "elmo_concat_w2v", "cnnw2vall_bilstm",
+           *BILSTM_ROWS)
 TABLES: Dict[str, Dict[str, Task]] = {
     "en": {
         "ner": Task("conll", "ner", EN_ROWS + ("elmo_ft",)),
@@ -66,6 +67,9 @@ TABLES: Dict[str, Dict[str, Task]] = {
     # UD English EWT: tagger, morphologizer, parser and lemmatizer in one pipeline
     "ud": {"ud": Task("ud_en_ewt", "ud", UD_ROWS)},
 }
+# the components a row's "{kind}" override reaches: the task's one component, or each of the
+# UD pipeline's four listeners
+LISTENERS = {"ud": ("tagger", "morphologizer", "parser", "trainable_lemmatizer")}
 # the encoder of a CNN baseline's tok2vec component, and of an ELMo task's listener
 CNN_ENCODER = "components.tok2vec.model.encode.kind"
 ENCODER = "components.{kind}.model.tok2vec.encode.kind"
@@ -145,15 +149,20 @@ def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
         config = CONFIGS / f"{task.lang}_{task.kind}_{row.config}_{task.tokenizer}.cfg"
     else:
         config = CONFIGS / f"{task.kind}_{row.config}.cfg"
-    overrides: Dict[str, str] = {k.format(kind=task.kind): v
-                                 for k, v in PINNED.get(config.name, {}).items()}
+    overrides = _each_listener(task, PINNED.get(config.name, {}))
     if task.lang != "en" and not task.tokenizer:
         overrides["nlp.lang"] = task.lang
     if row.vectors:
         switch = STATIC_VECTORS.get(f"{task.kind}_{row.config}", STATIC_VECTORS[row.config])
         overrides[switch.format(kind=task.kind)] = "true"
-    overrides.update({k.format(kind=task.kind): v for k, v in row.overrides.items()})
+    overrides.update(_each_listener(task, row.overrides))
     return config, overrides
+
+
+def _each_listener(task: Task, overrides: Dict[str, str]) -> Dict[str, str]:
+    """The overrides with "{kind}" made each of the task's listening components."""
+    return {key.format(kind=name): value for key, value in overrides.items()
+            for name in LISTENERS.get(task.kind, (task.kind,))}
 
 
 def is_follower(task: Task, row_name: str) -> bool:

@@ -45,8 +45,8 @@ def test_the_tables_compose_from_at_most_twelve_config_files():
     its own (tests/pipeline/test_spancat_config.py)."""
     cells = _all_cells("W")
     assert {c.task for c in cells} == {t for table in TABLES.values() for t in table}
-    # the NER and textcat cells (with the biLSTM rows) and the UD rows, seed 0
-    assert len(cells) == 83 + 5
+    # the NER and textcat cells (with the biLSTM rows) and the UD rows (with theirs), seed 0
+    assert len(cells) == 83 + 9
     used = {str(c.needs[0]) for c in cells}
     shipped = {f"configs/{p.name}" for p in (ROOT / "configs").glob("*.cfg")}
     assert used <= shipped
@@ -105,6 +105,25 @@ def _flat(config, prefix=""):
 def _composed(cell):
     return _flat(load_config(ROOT / cell.needs[0], overrides=_overrides(cell),
                              interpolate=False))
+
+
+def test_a_ud_row_sets_the_encoder_of_every_listener():
+    """The UD pipeline's four components each listen with their own encoder: a biLSTM row
+    (and ELMo again at the output) reaches all four, and its other settings stay the
+    row's; the CNN baseline's one shared tok2vec takes the biLSTM itself."""
+    by_row = {c.row: _composed(c) for c in _all_cells("W") if c.task == "ud"}
+    for row, at_output in [("elmo_bilstm", False), ("elmo_bilstm_out", True),
+                           ("elmo_concat_bilstm", False)]:
+        for name in UD_COMPONENTS:
+            tok2vec = f"components.{name}.model.tok2vec."
+            assert by_row[row][tok2vec + "encode.kind"] == "bilstm", (row, name)
+            assert by_row[row][tok2vec + "elmo_at_output"] is at_output, (row, name)
+        base = by_row[row.replace("_bilstm", "").replace("_out", "")]
+        differing = {k for k in base if base[k] != by_row[row][k]}
+        assert len(differing) == 4 * (1 + at_output), row
+    cnn = by_row["cnnw2vall_bilstm"]
+    assert cnn["components.tok2vec.model.encode.kind"] == "bilstm"
+    assert cnn["components.tok2vec.model.embed.include_static_vectors"] is True
 
 
 def test_a_variant_differs_from_its_row_only_by_its_overrides():
