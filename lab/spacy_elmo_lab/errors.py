@@ -1,7 +1,7 @@
 """The lab's catalogue: the messages only the lab's commands show, with codes, as the
 library's (`spacy_elmo.errors`) are. `Errors` and `Warnings` here extend the library's, so
 that `Errors.E001` and `Errors.E220` both read with their code in front ("[E220] ...");
-the lab's codes are numbers the library keeps free (E220-E229, W035-W039). They reach the
+the lab's codes are numbers the library keeps free (E220-E229, E290-E299, W035-W039). They reach the
 user as the library's do: raised as an `ElmoError`, warned with `warn` (an ElmoWarning)."""
 
 from spacy_elmo import errors
@@ -32,6 +32,13 @@ class Errors(errors.Errors):
             "en_ewt-ud-train.conllu).")
     E229 = ("The {split} file '{path}' holds no sentence (no CoNLL-U word line): the probe "
             "has nothing to {what}. Give the treebank's {split} file.")
+    # The tables' tools (E290-E299)
+    E290 = ("'{path}' holds no evaluation row of spaCy's training table (a line of epoch, "
+            "step, losses and scores under the header 'E  #  ...  SCORE'): the run stopped "
+            "before its first evaluation, or this is not a `spacy train` log. Give the "
+            "training/<run>/train.log of a cell that `spacy_elmo_lab.run_table` ran.")
+    E291 = ("'{path}' holds no cell's training log (<run>/train.log){which}. Give the "
+            "directory `spacy_elmo_lab.run_table` trained into (training by default).")
 
 
 class Warnings(errors.Warnings):

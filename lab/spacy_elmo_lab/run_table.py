@@ -4,6 +4,7 @@
       [--weights W] [--news-weights W] [--jieba-weights W] [--max-steps 3000]
       [--eval-frequency 500] [--gpu-id -1] [--jobs 1] [--dry-run]
       [--summary results/table_en.json] [--archive benchmarks/results/cells]
+      [--training training] [--metrics metrics]
 
 A cell is `spacy train` of its base config (configs/<kind>_<architecture>.cfg) with the
 overrides of its task's language and its row (`table.compose`) on corpus/<dataset>/{train,dev}.spacy
@@ -280,6 +281,9 @@ def main(
     archive: Optional[Path] = typer.Option(None, help="keep each finished cell's record and "
                                                       "metrics here (to commit); restored "
                                                       "from here on a new machine"),
+    training: Path = typer.Option(Path("training"), help="the cells' runs: <training>/<run>/ "
+                                  "(another directory keeps a study at another budget apart)"),
+    metrics: Path = typer.Option(Path("metrics"), help="the cells' dev and test scores"),
     follow: Annotated[Optional[str], typer.Option(
         help="THUCNews: the rows that take the biLM elmo/elmo_news choose on dev take this "
              "row's biLM instead (the other need not run), e.g. elmo")] = None,
@@ -302,7 +306,6 @@ def main(
     budget = ["--training.max_steps", str(max_steps), "--training.eval_frequency",
               str(eval_frequency), "--gpu-id", str(gpu_id)]
     seed_list = [int(s) for s in seeds.split(",")]
-    training, metrics = Path("training"), Path("metrics")
     if archive is not None:  # before --dry-run's listing too: it shows what will run
         restored = restore(archive, training, metrics)
         if restored:

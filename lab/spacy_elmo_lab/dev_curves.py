@@ -1,0 +1,105 @@
+"""Where each row of a table stops rising: the dev curve of every cell, read from the table
+printed in its spaCy training log (training/<run>/train.log), the mean over its seeds.
+
+  python -m spacy_elmo_lab.dev_curves TRAINING [RUN_PREFIX ...] [--output FILE]
+
+Each row (`<task>_<row>`: its finished cells, seeds `_s0`, `_s1`, ... together) gets its
+dev score at every evaluation, the step of its best mean, and whether it still rises at its
+last evaluation (its best is there). The score is the task's main metric as spaCy prints
+it: entity F (ENTS_F), the text classifier's score (CATS_SCORE), LAS (DEP_LAS), else spaCy's
+weighted SCORE; percent throughout.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import typer
+
+from spacy_elmo.errors import ElmoError
+from spacy_elmo.files.atomic import write_text
+
+from .errors import Errors
+from .messages import one_line_errors
+from .results import CELL_DONE
+
+METRICS = ("ENTS_F", "CATS_SCORE", "DEP_LAS")  # the first a log has is its task's
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+EVALUATION = re.compile(r"^\s*\d+\s+\d+\s")  # "  3    2500   ...": epoch, step, ...
+Curve = Dict[int, float]  # step -> dev score (percent)
+
+
+def read_curve(log: Path) -> Curve:
+    """The dev score at each evaluation of one `spacy train` log."""
+    header: Optional[List[str]] = None
+    curve: Curve = {}
+    for line in ANSI.sub("", log.read_text(encoding="utf-8", errors="replace")).splitlines():
+        if line.startswith("E ") and "SCORE" in line:
+            header = re.split(r"\s{2,}", line.strip())
+        elif header and EVALUATION.match(line):
+            values = line.split()
+            if len(values) != len(header):
+                continue
+            row = dict(zip(header, values, strict=True))
+            name = next((m for m in METRICS if m in row), "SCORE")
+            score = float(row[name])
+            curve[int(row["#"])] = score * 100 if name == "SCORE" else score
+    if not curve:
+        raise ElmoError(Errors.E290.format(path=log))
+    return curve
+
+
+def row_curves(training: Path, prefixes: List[str]) -> Dict[str, List[Curve]]:
+    """Each row's curves, one per seed, for the finished cells under `training` (a cell.json
+    beside the log) whose run starts with one of `prefixes` (all runs without)."""
+    rows: Dict[str, List[Curve]] = {}
+    for log in sorted(training.glob("*/train.log")):
+        run = log.parent.name
+        if not (log.parent / CELL_DONE).exists():
+            continue  # running, stopped or failed: its curve would end early
+        if prefixes and not any(run.startswith(p) for p in prefixes):
+            continue
+        row = re.sub(r"_s\d+$", "", run)
+        rows.setdefault(row, []).append(read_curve(log))
+    return rows
+
+
+def summarize(curves: List[Curve]) -> Tuple[Curve, int, bool]:
+    """The mean curve over the steps every seed reached, its best step, and whether that is
+    its last evaluation (the row still rises)."""
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    mean = {s: sum(c[s] for c in curves) / len(curves) for s in steps}
+    best = max(steps, key=lambda s: (mean[s], -s))  # a tie: the earlier step
+    return mean, best, best == steps[-1] and len(steps) > 1
+
+
+def table(rows: Dict[str, List[Curve]]) -> List[str]:
+    lines = ["| row | seeds | dev by step (mean) | best step | still rising at the end |",
+             "|---|---|---|---|---|"]
+    for row, curves in rows.items():
+        mean, best, rising = summarize(curves)
+        points = ", ".join(f"{s}: {v:.1f}" for s, v in mean.items() if s > 0)
+        lines.append(f"| {row} | {len(curves)} | {points} | {best} | "
+                     f"{'yes' if rising else 'no'} |")
+    return lines
+
+
+def main(training: Path = typer.Argument(..., help="The directory of the cells' runs"),
+         prefixes: Optional[List[str]] = typer.Argument(
+             None, help="Only runs whose name starts with one of these (e.g. ner_elmo)"),
+         output: Optional[Path] = typer.Option(None, help="Write the table here too")) -> None:
+    """Print where each row's dev score stops rising."""
+    rows = row_curves(training, prefixes or []) if training.is_dir() else {}
+    if not rows:
+        which = f" whose run starts with {', '.join(prefixes)}" if prefixes else ""
+        raise ElmoError(Errors.E291.format(path=training, which=which))
+    lines = table(rows)
+    typer.echo("\n".join(lines))
+    if output is not None:
+        write_text(output, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    typer.run(one_line_errors(main))
