@@ -281,9 +281,11 @@ def main(
     archive: Optional[Path] = typer.Option(None, help="keep each finished cell's record and "
                                                       "metrics here (to commit); restored "
                                                       "from here on a new machine"),
-    training: Path = typer.Option(Path("training"), help="the cells' runs: <training>/<run>/ "
-                                  "(another directory keeps a study at another budget apart)"),
-    metrics: Path = typer.Option(Path("metrics"), help="the cells' dev and test scores"),
+    training: Annotated[Path, typer.Option(
+        help="the cells' runs: <training>/<run>/ (another directory keeps a study at another "
+             "budget apart)")] = Path("training"),
+    metrics: Annotated[Path, typer.Option(help="the cells' dev and test scores")
+                       ] = Path("metrics"),
     follow: Annotated[Optional[str], typer.Option(
         help="THUCNews: the rows that take the biLM elmo/elmo_news choose on dev take this "
              "row's biLM instead (the other need not run), e.g. elmo")] = None,
