@@ -205,8 +205,10 @@ class Errors(metaclass=Catalogue):
             "biLM stays frozen anyway), or also list it in [training] annotating_components "
             "so that it annotates the docs its listeners train on. (`nlp.rehearse` is not "
             "supported with ELMo listeners: the `elmo` component does not rehearse.)")
-    E057 = ("{where}: `encode` is set but `width` is not. The encoder runs on vectors of "
-            "`width`: set width to the encoder's width.")
+    E057 = ("{where}: {what}, but `width` is not set. The encoder runs on vectors of `width` "
+            "(and ELMo at the output goes beside the encoder's): set width to the encoder's "
+            "width, or encode = null and elmo_at_output = false for the mixed ELMo vectors as "
+            "they are.")
     E058 = ("[components.{name}] mix_weights has {n} number(s), but this biLM has "
             "{n_layers} layers (the token layer and one per LSTM layer). Give one weight per "
             "layer, or null for equal weights.")

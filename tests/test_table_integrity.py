@@ -105,6 +105,31 @@ def test_a_row_keeps_its_meaning_when_a_shipped_default_moves():
     assert "attention" in " ".join(words["elmo_bilstm_attn"])  # its own overrides win
 
 
+def test_the_ner_rows_keep_their_encoder_when_the_ner_default_moves():
+    """1.1 moved ner_elmo.cfg to a biLSTM with ELMo again at its output: each NER row, in
+    English and Chinese, names the encoder it was defined with, and a record from before
+    (its command without them) is migrated to the same settings."""
+    budget = ["--training.max_steps", "3000"]
+    kind, at_output = (f"--components.ner.model.tok2vec.{k}" for k in ("encode.kind",
+                                                                        "elmo_at_output"))
+    expected = {"elmo": ("cnn", "false"), "elmo_ft": ("cnn", "false"),
+                "elmo_bilstm": ("bilstm", "false"), "elmo_bilstm_out": ("bilstm", "true")}
+    for table_name, task_name in [("en", "ner"), ("zh", "msra")]:
+        task = run_table.TABLES[table_name][task_name]
+        cells = run_table.make_cells(table_name, [task_name], list(expected), [0],
+                                     {"weights": "null"}, budget)
+        assert cells, task_name
+        for cell in cells:
+            words = run_table.recorded(cell.command).split()
+            options = dict(zip(words[5::2], words[6::2], strict=False))
+            assert (options[kind], options[at_output]) == expected[cell.row], cell.run
+            if cell.row in ("elmo", "elmo_ft"):  # their commands before 1.1 gave neither
+                before = " ".join(w for i, w in enumerate(words) if not (
+                    w in (kind, at_output) or (i and words[i - 1] in (kind, at_output))))
+                assert table.settings(migrate_records.pinned(before, task)) == \
+                    table.settings(" ".join(words)), cell.run
+
+
 def test_every_cell_needs_a_test_split_and_rows_belong_to_the_table(tmp_path, monkeypatch):
     assert Path("corpus/conll/test.spacy") in _cell(run_table).needs
     monkeypatch.chdir(tmp_path)

@@ -101,11 +101,13 @@ ROWS: Dict[str, Row] = {
                             {ENCODER: "bilstm", POOL: "attention"}),
 }
 # The encoder settings the rows were defined with, where a shipped config's default has moved
-# since (1.1: the ELMo text classifiers to a biLSTM, with attention pooling over ELMo alone):
-# each row keeps its meaning, and a row's own overrides come on top
+# since (1.1: the ELMo text classifiers to a biLSTM, with attention pooling over ELMo alone;
+# NER over ELMo alone to a biLSTM with ELMo again at its output): each row keeps its
+# meaning, and a row's own overrides come on top
 PINNED: Dict[str, Dict[str, str]] = {
     "textcat_elmo.cfg": {ENCODER: "cnn", POOL: "reduce"},
     "textcat_elmo_concat.cfg": {ENCODER: "cnn"},
+    "ner_elmo.cfg": {ENCODER: "cnn", AT_OUTPUT: "false"},
 }
 W2V_CONCAT = {"en": "vectors/w2v_all/nlp", "zh": "vectors/zh_w2v/nlp",
               "ud": "vectors/w2v_all/nlp"}
@@ -149,17 +151,17 @@ def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
         config = CONFIGS / f"{task.lang}_{task.kind}_{row.config}_{task.tokenizer}.cfg"
     else:
         config = CONFIGS / f"{task.kind}_{row.config}.cfg"
-    overrides = _each_listener(task, PINNED.get(config.name, {}))
+    overrides = each_listener(task, PINNED.get(config.name, {}))
     if task.lang != "en" and not task.tokenizer:
         overrides["nlp.lang"] = task.lang
     if row.vectors:
         switch = STATIC_VECTORS.get(f"{task.kind}_{row.config}", STATIC_VECTORS[row.config])
         overrides[switch.format(kind=task.kind)] = "true"
-    overrides.update(_each_listener(task, row.overrides))
+    overrides.update(each_listener(task, row.overrides))
     return config, overrides
 
 
-def _each_listener(task: Task, overrides: Dict[str, str]) -> Dict[str, str]:
+def each_listener(task: Task, overrides: Dict[str, str]) -> Dict[str, str]:
     """The overrides with "{kind}" made each of the task's listening components."""
     return {key.format(kind=name): value for key, value in overrides.items()
             for name in LISTENERS.get(task.kind, (task.kind,))}

@@ -45,7 +45,8 @@ def assemble(mixed: Model, source: Model, features: Optional[Model], width: Opti
     if features is not None:
         refs["features"] = features
     if (encode is not None or elmo_at_output) and width is None:
-        raise ElmoError(Errors.E057.format(where=where))
+        what = "`encode` is set" if encode is not None else "`elmo_at_output` is true"
+        raise ElmoError(Errors.E057.format(where=where, what=what))
     if width is not None:
         projection: Model = with_array(Maxout(nO=width, nP=3, normalize=True))
         if elmo_at_output:

@@ -163,7 +163,8 @@ def test_a_biLM_of_another_width_under_a_trained_listener(weights_dir, narrow_we
                                                            tmp_path, width):
     """The ner's mix was trained on width 12; after the `elmo` component was given a biLM
     of width 10, predicting failed deep in the ner ("Shape mismatch for blis.gemm")."""
-    nlp, examples = _ner_pipeline(weights_dir, {"width": width, "encode": None}
+    nlp, examples = _ner_pipeline(weights_dir, {"width": width, "encode": None,
+                                                "elmo_at_output": False}
                                   if width is None else {"width": width})
     nlp.to_disk(tmp_path / "p")
     loaded = spacy.load(tmp_path / "p")

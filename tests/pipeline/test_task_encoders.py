@@ -22,7 +22,8 @@ from .test_ud_components import ud_docs
 
 WIDTH = 16  # even: a biLSTM has width // 2 cells a direction
 BILM_WIDTH = 12  # the tiny random biLM's output width (2 x its projection, 6)
-VARIANTS = {"cnn": {"encode.kind": "cnn"}, "bilstm": {"encode.kind": "bilstm"},
+VARIANTS = {"cnn": {"encode.kind": "cnn", "elmo_at_output": False},
+            "bilstm": {"encode.kind": "bilstm", "elmo_at_output": False},
             "bilstm_elmo_at_output": {"encode.kind": "bilstm", "elmo_at_output": True}}
 SENTENCES = [("Alice Smith works in Paris .", [(0, 2, "PER"), (4, 5, "LOC")]),
              ("Bob visited Rome in May .", [(0, 1, "PER"), (2, 3, "LOC")]),

@@ -100,9 +100,18 @@ def test_both_tasks_learn_from_frozen_elmo_features(weights_dir):
     assert scores["cats_micro_f"] > 0.9
 
 
-def test_encode_needs_a_width(weights_dir):
-    with pytest.raises(ElmoError, match="width"):
-        _train_nlp(weights_dir, "ner_elmo.cfg", {"components.ner.model.tok2vec.width": None})
+def test_encode_and_elmo_at_output_need_a_width(weights_dir):
+    """E057 names what needs the width; without both the mixed vectors go as they are."""
+    tok2vec = "components.ner.model.tok2vec"
+    with pytest.raises(ElmoError, match=r"\[E057\] .*`encode` is set, but `width`"):
+        _train_nlp(weights_dir, "ner_elmo.cfg", {f"{tok2vec}.width": None})
+    with pytest.raises(ElmoError, match=r"\[E057\] .*`elmo_at_output` is true, but `width`"):
+        _train_nlp(weights_dir, "ner_elmo.cfg", {f"{tok2vec}.width": None,
+                                                 f"{tok2vec}.encode": None})
+    nlp, _ = _train_nlp(weights_dir, "ner_elmo.cfg", {
+        f"{tok2vec}.width": None, f"{tok2vec}.encode": None, f"{tok2vec}.elmo_at_output": False})
+    listener = next(n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo-tok2vec")
+    assert listener.get_dim("nO") == nlp.get_pipe("elmo").model.get_dim("nO")
 
 
 @pytest.mark.parametrize("factors", [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0)])
@@ -208,8 +217,9 @@ def test_replace_listeners_makes_a_private_biLM_that_saves_and_loads(weights_dir
     assert nlp.get_pipe("elmo").listening_components == []
     cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
     # the config's ElmoListener.v2 becomes ElmoTok2Vec.v3, which keeps its elmo_at_output
+    # (true in the shipped NER config since 1.1) and its encoder
     assert cfg["@architectures"] == "spacy-elmo.ElmoTok2Vec.v3" and cfg["grad_factor"] == 0.0
-    assert cfg["elmo_at_output"] is False
+    assert cfg["elmo_at_output"] is True and cfg["encode"]["kind"] == "bilstm"
     assert cfg["elmo"] == nlp.config["components"]["elmo"]["model"]
     # trained again from its config, the private biLM loads the same weights
     assert cfg["weights"] == str(weights_dir)
