@@ -1,7 +1,7 @@
 """Where each row of a table stops rising: the dev curve of every cell, read from the table
 printed in its spaCy training log (training/<run>/train.log), the mean over its seeds.
 
-  python -m spacy_elmo_lab.dev_curves TRAINING [RUN_PREFIX ...] [--output FILE]
+  python -m spacy_elmo_lab.dev_curves TRAINING [RUN_PREFIX ...] [--output FILE] [--overwrite]
 
 Each row (`<task>_<row>`: its finished cells, seeds `_s0`, `_s1`, ... together) gets its
 dev score at every evaluation, the step of its best mean, and whether it still rises at its
@@ -20,9 +20,10 @@ import typer
 
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.files.atomic import write_text
+from spacy_elmo.files.guard import guard_output
 
 from .errors import Errors
-from .messages import one_line_errors
+from .messages import user_errors
 from .results import CELL_DONE
 
 METRICS = ("ENTS_F", "CATS_SCORE", "DEP_LAS")  # the first a log has is its task's
@@ -89,12 +90,18 @@ def table(rows: Dict[str, List[Curve]]) -> List[str]:
 def main(training: Path = typer.Argument(..., help="The directory of the cells' runs"),
          prefixes: Optional[List[str]] = typer.Argument(
              None, help="Only runs whose name starts with one of these (e.g. ner_elmo)"),
-         output: Optional[Path] = typer.Option(None, help="Write the table here too")) -> None:
+         output: Optional[Path] = typer.Option(None, help="Write the table here too"),
+         overwrite: bool = typer.Option(False, "--overwrite",
+                                        help="Replace an existing --output")) -> None:
     """Print where each row's dev score stops rising."""
-    rows = row_curves(training, prefixes or []) if training.is_dir() else {}
-    if not rows:
-        which = f" whose run starts with {', '.join(prefixes)}" if prefixes else ""
-        raise ElmoError(Errors.E291.format(path=training, which=which))
+    with user_errors():
+        if output is not None:  # a log (E025), an existing file without --overwrite (E026)
+            guard_output(output, inputs=sorted(training.glob("*/train.log")),
+                         overwrite=overwrite, what="--output")
+        rows = row_curves(training, prefixes or []) if training.is_dir() else {}
+        if not rows:
+            which = f" whose run starts with {', '.join(prefixes)}" if prefixes else ""
+            raise ElmoError(Errors.E291.format(path=training, which=which))
     lines = table(rows)
     typer.echo("\n".join(lines))
     if output is not None:
@@ -102,4 +109,4 @@ def main(training: Path = typer.Argument(..., help="The directory of the cells' 
 
 
 if __name__ == "__main__":
-    typer.run(one_line_errors(main))
+    typer.run(main)

@@ -70,11 +70,11 @@ def test_a_finished_cell_without_evaluations_or_no_cells_is_a_clear_error(tmp_pa
 
 
 def _app(main):
+    """`main` as the command line runs it (`python -m spacy_elmo_lab.X`)."""
     import typer
-    from spacy_elmo_lab.messages import one_line_errors
 
     app = typer.Typer()
-    app.command()(one_line_errors(main))
+    app.command()(main)
     return app
 
 

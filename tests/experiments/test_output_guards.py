@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 import typer
-from spacy_elmo_lab import convert, holdout, mix_text, probe_pos, probe_wsd, raw_text, wic, word2vec
+from spacy_elmo_lab import (
+    convert,
+    dev_curves,
+    holdout,
+    mix_text,
+    probe_pos,
+    probe_wsd,
+    raw_text,
+    wic,
+    word2vec,
+)
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +54,15 @@ def _cases(tmp: Path):
     text = tmp / "text.txt"
     text.write_text("".join(f"line {i}\n" for i in range(200)), encoding="utf-8")
     wic_dir = _wic_dir(tmp / "wic")
+    runs = tmp / "training"
+    (runs / "ner_elmo_s0").mkdir(parents=True)
+    log = runs / "ner_elmo_s0" / "train.log"
+    log.write_text("E    #       LOSS NER  ENTS_F  SCORE\n  0     500     1.00   61.36    0.61\n",
+                   encoding="utf-8")
+    (runs / "ner_elmo_s0" / "cell.json").write_text("{}", encoding="utf-8")
     taken = tmp / "taken.out"
     return {
+        "dev_curves": (dev_curves.main, [runs, "--output", "OUT"], log),
         "convert ner": (convert.app, ["ner", conll, "OUT"], conll),
         "convert textcat": (convert.app, ["textcat", sst, "OUT"], sst),
         "convert ner --split-output": (
@@ -118,7 +135,8 @@ def test_an_existing_output_needs_overwrite(tmp_path):
         assert written.read_text(encoding="utf-8") == "old", name
 
 
-@pytest.mark.parametrize("script", ["convert ner", "holdout TRAIN_OUT", "raw_text"])
+@pytest.mark.parametrize("script", ["convert ner", "holdout TRAIN_OUT", "raw_text",
+                                    "dev_curves"])
 def test_overwrite_replaces_an_existing_output(tmp_path, script):
     cases, taken = _cases(tmp_path)
     main, args, _ = cases[script]
