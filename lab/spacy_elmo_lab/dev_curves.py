@@ -4,8 +4,9 @@ printed in its spaCy training log (training/<run>/train.log), the mean over its 
   python -m spacy_elmo_lab.dev_curves TRAINING [RUN_PREFIX ...] [--output FILE] [--overwrite]
 
 Each row (`<task>_<row>`: its finished cells, seeds `_s0`, `_s1`, ... together) gets its
-dev score at every evaluation, the step of its best mean, and whether it still rises at its
-last evaluation (its best is there). The score is the task's main metric as spaCy prints
+mean dev score at every evaluation its seeds all reached, each seed's best and last step
+(the budget, or where the config's patience ended it), and whether it still rises at the
+end (a seed's best is its last evaluation). The score is the task's main metric as spaCy prints
 it: entity F (ENTS_F), the text classifier's score (CATS_SCORE), LAS (DEP_LAS), else spaCy's
 weighted SCORE; percent throughout.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional
 
 import typer
 
@@ -67,23 +68,38 @@ def row_curves(training: Path, prefixes: List[str]) -> Dict[str, List[Curve]]:
     return rows
 
 
-def summarize(curves: List[Curve]) -> Tuple[Curve, int, bool]:
-    """The mean curve over the steps every seed reached, its best step, and whether that is
-    its last evaluation (the row still rises)."""
+class Summary(NamedTuple):
+    mean: Curve  # over the steps every seed reached
+    best: List[int]  # each seed's best step (a tie: the earlier)
+    last: List[int]  # each seed's last evaluation (the budget, or where patience ended it)
+    rising: bool  # a seed's best is its last evaluation: the budget stopped it, not the curve
+
+
+def summarize(curves: List[Curve]) -> Summary:
+    """A row's curves, one per seed, in brief."""
     steps = sorted(set.intersection(*(set(c) for c in curves)))
-    mean = {s: sum(c[s] for c in curves) / len(curves) for s in steps}
-    best = max(steps, key=lambda s: (mean[s], -s))  # a tie: the earlier step
-    return mean, best, best == steps[-1] and len(steps) > 1
+    best = [_best_step(c) for c in curves]
+    last = [max(c) for c in curves]
+    return Summary({s: sum(c[s] for c in curves) / len(curves) for s in steps}, best, last,
+                   any(b == end and len(c) > 1 for b, end, c in zip(best, last, curves,
+                                                                  strict=True)))
+
+
+def _best_step(curve: Curve) -> int:
+    """The step of the best score (a tie: the earlier)."""
+    return max(curve, key=lambda step: (curve[step], -step))
 
 
 def table(rows: Dict[str, List[Curve]]) -> List[str]:
-    lines = ["| row | seeds | dev by step (mean) | best step | still rising at the end |",
-             "|---|---|---|---|---|"]
+    lines = ["| row | seeds | dev by step (mean over the steps every seed reached) | best step "
+             "(each seed) | last step (each seed) | still rising at the end |",
+             "|---|---|---|---|---|---|"]
     for row, curves in rows.items():
-        mean, best, rising = summarize(curves)
-        points = ", ".join(f"{s}: {v:.1f}" for s, v in mean.items() if s > 0)
-        lines.append(f"| {row} | {len(curves)} | {points} | {best} | "
-                     f"{'yes' if rising else 'no'} |")
+        summary = summarize(curves)
+        points = ", ".join(f"{s}: {v:.1f}" for s, v in summary.mean.items() if s > 0)
+        best, last = (" / ".join(map(str, steps)) for steps in (summary.best, summary.last))
+        lines.append(f"| {row} | {len(curves)} | {points} | {best} | {last} | "
+                     f"{'yes' if summary.rising else 'no'} |")
     return lines
 
 

@@ -51,11 +51,14 @@ def test_seeds_are_averaged_and_a_row_that_peaks_early_is_not_rising(tmp_path):
     rows = dev_curves.row_curves(tmp_path, [])
     assert sorted(rows) == ["ner_cnn", "ner_elmo"]
     assert len(rows["ner_cnn"]) == 1  # the unfinished seed's curve would end early
-    mean, best, rising = dev_curves.summarize(rows["ner_elmo"])
-    assert mean[1000] == 82.0 and mean[1500] == 82.5 and best == 1500 and rising
-    assert dev_curves.summarize(rows["ner_cnn"])[1:] == (1000, False)
+    elmo = dev_curves.summarize(rows["ner_elmo"])
+    assert elmo.mean[1000] == 82.0 and elmo.mean[1500] == 82.5
+    assert elmo.best == [1500, 1000] and elmo.last == [1500, 1500] and elmo.rising
+    cnn = dev_curves.summarize(rows["ner_cnn"])
+    assert (cnn.best, cnn.last, cnn.rising) == ([1000], [1500], False)
     lines = dev_curves.table(rows)
-    assert "| ner_elmo | 2 | 500: 61.4, 1000: 82.0, 1500: 82.5 | 1500 | yes |" in lines
+    assert ("| ner_elmo | 2 | 500: 61.4, 1000: 82.0, 1500: 82.5 | 1500 / 1000 | 1500 / 1500 "
+            "| yes |") in lines
     assert dev_curves.row_curves(tmp_path, ["ner_cnn"]).keys() == {"ner_cnn"}
 
 
