@@ -118,7 +118,9 @@ def main(training: Path = typer.Argument(..., help="The directory of the cells' 
         if not rows:
             which = f" whose run starts with {', '.join(prefixes)}" if prefixes else ""
             raise ElmoError(Errors.E291.format(path=training, which=which))
-    lines = table(rows)
+    command = " ".join(["python -m spacy_elmo_lab.dev_curves", str(training), *(prefixes or [])])
+    lines = [f"Each row's dev curve from its cells' training logs (`{command}`):", "",
+             *table(rows)]
     typer.echo("\n".join(lines))
     if output is not None:
         write_text(output, "\n".join(lines) + "\n")
