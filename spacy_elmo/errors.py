@@ -519,11 +519,11 @@ class Errors(metaclass=Catalogue):
             "reuse connections (keep-alive) instead of opening one a request.")
     E282 = ("The request's {what} did not arrive within {seconds:g} s ({flag}): the connection "
             "is closed. Send whole requests without pausing.")
-    # E290-E299: the lab's table tools (spacy_elmo_lab.errors)
     E283 = ("Binary answers (Accept: {media}) hold vectors only, not the tokens spaCy made of "
             "`texts`, so they could not be lined up with words. Send `sentences` (tokens) for a "
             "binary answer, or accept application/json, whose answer to `texts` gives the "
             "tokens.")
+    # E290-E299: the lab's table tools (spacy_elmo_lab.errors)
 
 
 class Warnings(metaclass=Catalogue):

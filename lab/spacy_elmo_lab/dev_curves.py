@@ -25,7 +25,7 @@ from spacy_elmo.files.guard import guard_output
 
 from .errors import Errors
 from .messages import user_errors
-from .results import CELL_DONE
+from .results import CELL_DONE, parse_run
 
 METRICS = ("ENTS_F", "CATS_SCORE", "DEP_LAS")  # the first a log has is its task's
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -35,17 +35,18 @@ Curve = Dict[int, float]  # step -> dev score (percent)
 
 def read_curve(log: Path) -> Curve:
     """The dev score at each evaluation of one `spacy train` log."""
-    header: Optional[List[str]] = None
+    header: List[str] = []
+    name = "SCORE"
     curve: Curve = {}
     for line in ANSI.sub("", log.read_text(encoding="utf-8", errors="replace")).splitlines():
         if line.startswith("E ") and "SCORE" in line:
             header = re.split(r"\s{2,}", line.strip())
+            name = next((m for m in METRICS if m in header), "SCORE")
         elif header and EVALUATION.match(line):
             values = line.split()
             if len(values) != len(header):
                 continue
             row = dict(zip(header, values, strict=True))
-            name = next((m for m in METRICS if m in row), "SCORE")
             score = float(row[name])
             curve[int(row["#"])] = score * 100 if name == "SCORE" else score
     if not curve:
@@ -63,8 +64,8 @@ def row_curves(training: Path, prefixes: List[str]) -> Dict[str, List[Curve]]:
             continue  # running, stopped or failed: its curve would end early
         if prefixes and not any(run.startswith(p) for p in prefixes):
             continue
-        row = re.sub(r"_s\d+$", "", run)
-        rows.setdefault(row, []).append(read_curve(log))
+        dataset, model, _ = parse_run(run)
+        rows.setdefault(f"{dataset}_{model}", []).append(read_curve(log))
     return rows
 
 

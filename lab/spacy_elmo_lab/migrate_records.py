@@ -19,7 +19,7 @@ import typer
 
 from .cell_inputs import command_paths, digest_in_git
 from .messages import one_line_errors
-from .table import PINNED, TABLES, Task, each_listener, settings
+from .table import TABLES, Task, pinned_settings, settings
 
 TASKS: Dict[str, Task] = {name: task for tasks in TABLES.values() for name, task in tasks.items()}
 
@@ -37,7 +37,7 @@ def pinned(command: str, task: Task) -> str:
     then were the config's defaults)."""
     config, options = settings(command)
     given = {flag for flag, _ in options}
-    extra = [word for key, value in each_listener(task, PINNED.get(Path(config).name, {})).items()
+    extra = [word for key, value in pinned_settings(task, Path(config).name).items()
              if f"--{key}" not in given for word in (f"--{key}", value)]
     return " ".join([command, *extra]) if extra else command
 

@@ -151,14 +151,19 @@ def compose(task: Task, row: Row) -> Tuple[Path, Dict[str, str]]:
         config = CONFIGS / f"{task.lang}_{task.kind}_{row.config}_{task.tokenizer}.cfg"
     else:
         config = CONFIGS / f"{task.kind}_{row.config}.cfg"
-    overrides = each_listener(task, PINNED.get(config.name, {}))
+    overrides = pinned_settings(task, config.name)
     if task.lang != "en" and not task.tokenizer:
         overrides["nlp.lang"] = task.lang
     if row.vectors:
         switch = STATIC_VECTORS.get(f"{task.kind}_{row.config}", STATIC_VECTORS[row.config])
-        overrides[switch.format(kind=task.kind)] = "true"
+        overrides.update(each_listener(task, {switch: "true"}))
     overrides.update(each_listener(task, row.overrides))
     return config, overrides
+
+
+def pinned_settings(task: Task, config_name: str) -> Dict[str, str]:
+    """The settings PINNED for the task's cells of a config, as overrides."""
+    return each_listener(task, PINNED.get(config_name, {}))
 
 
 def each_listener(task: Task, overrides: Dict[str, str]) -> Dict[str, str]:
